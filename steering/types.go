@@ -1,0 +1,61 @@
+package steering
+
+// Mode is a steering mode.
+type Mode string
+
+// The modes, as in the design's "Modes" table.
+const (
+	ModeOff    Mode = "off"
+	ModeLegacy Mode = "legacy"
+	ModeAll    Mode = "all"
+	ModeAuto   Mode = "auto"
+	ModeCustom Mode = "custom"
+)
+
+// Modes lists every mode in the order they are shown to users.
+var Modes = []Mode{ModeOff, ModeLegacy, ModeAll, ModeAuto, ModeCustom}
+
+// Action kinds.
+const (
+	KindRPSCPUs      = "rps_cpus"
+	KindRPSFlowCnt   = "rps_flow_cnt"
+	KindXPSCPUs      = "xps_cpus"
+	KindNAPIAffinity = "napi_affinity"
+	KindIRQAffinity  = "irq_affinity"
+	KindSysctl       = "sysctl"
+)
+
+// Plan is the full desired state of every knob a mode manages, whether or not
+// it already holds, with the live value of each.
+type Plan struct {
+	Mode Mode `json:"mode"`
+	// Policy names the rule set that decided (a profile name, "legacy",
+	// "rss-per-cpu", "single-cpu", ...); Evidence says why, with references.
+	Policy   string   `json:"policy"`
+	Evidence string   `json:"evidence,omitempty"`
+	Flows    int      `json:"flows"`
+	Actions  []Action `json:"actions"`
+	Hints    []Hint   `json:"hints"`
+}
+
+// Action is one knob's desired value. Masks (rps_cpus, xps_cpus, irq_affinity)
+// are kernel hex masks; napi_affinity is a cpu list.
+type Action struct {
+	Kind    string `json:"kind"`
+	Device  string `json:"device,omitempty"`
+	Queue   string `json:"queue,omitempty"`
+	PID     int    `json:"pid,omitempty"`
+	Thread  string `json:"thread,omitempty"`
+	IRQ     int    `json:"irq,omitempty"`
+	Name    string `json:"name,omitempty"`
+	Key     string `json:"key,omitempty"`
+	Value   string `json:"value"`
+	Current string `json:"current"`
+}
+
+// Hint is advice about a setting that cannot work or fights the plan.
+type Hint struct {
+	ID     string `json:"id"`
+	Device string `json:"device,omitempty"`
+	Text   string `json:"text"`
+}
