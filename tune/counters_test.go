@@ -1,0 +1,173 @@
+package tune
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseSoftnet(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    []SoftnetRow
+		wantErr bool
+	}{
+		{
+			name: "6.x, 15 columns with cpu index (cpu 1 offline)",
+			in: "0000000a 00000001 00000002 00000000 00000000 00000000 00000000 00000000 00000000 00000005 00000000 00000000 00000000 00000000 00000000\n" +
+				"00001349 00000000 00000003 00000000 00000000 00000000 00000000 00000000 00000000 00000007 00000000 00000000 00000002 00000000 00000000\n",
+			want: []SoftnetRow{{CPU: 0, Processed: 10, Dropped: 1, TimeSqueeze: 2, RPSReceived: 5}, {CPU: 2, Processed: 0x1349, TimeSqueeze: 3, RPSReceived: 7}},
+		},
+		{
+			name: "old kernel, 11 columns, position is the cpu",
+			in: "00000010 00000000 00000001 00000000 00000000 00000000 00000000 00000000 00000000 00000004 00000000\n" +
+				"00000020 00000002 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000\n",
+			want: []SoftnetRow{{CPU: 0, Processed: 16, TimeSqueeze: 1, RPSReceived: 4}, {CPU: 1, Processed: 32, Dropped: 2}},
+		},
+		{name: "bad hex", in: "zz 0 0\n", wantErr: true},
+		{name: "too few columns", in: "1 2\n", wantErr: true},
+		{name: "empty", in: "", want: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseSoftnet(strings.NewReader(tt.in))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
+			}
+			if !tt.wantErr && !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+const softirqsFixture = `                    CPU0       CPU2
+          HI:          0          0
+      NET_TX:          5          1
+      NET_RX:       3059       3087
+`
+
+func TestParseSoftirqs(t *testing.T) {
+	got, err := ParseSoftirqs(strings.NewReader(softirqsFixture), "NET_RX")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[int]uint64{0: 3059, 2: 3087}; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	for name, in := range map[string]string{
+		"no row":       "CPU0\nHI: 1\n",
+		"bad header":   "FOO0\nNET_RX: 1\n",
+		"column count": "CPU0 CPU1\nNET_RX: 1\n",
+		"bad number":   "CPU0\nNET_RX: x\n",
+		"empty":        "",
+	} {
+		if _, err := ParseSoftirqs(strings.NewReader(in), "NET_RX"); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+const statFixture = `cpu  4418 0 1198 68473 240 0 55 5 0 0
+cpu0 2498 0 632 33857 186 0 17 2 0 0
+cpu1 1920 0 565 34615 53 0 38 2 0 0
+intr 1 2 3
+softirq 10 0 1 2
+`
+
+func TestParseStatSoftirq(t *testing.T) {
+	got, err := ParseStatSoftirq(strings.NewReader(statFixture))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[int]uint64{0: 17, 1: 38}; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	for name, in := range map[string]string{
+		"no cpu lines": "intr 1\n",
+		"short line":   "cpu0 1 2 3\n",
+		"bad value":    "cpu0 1 2 3 4 5 6 x 8\n",
+		"bad cpu":      "cpuX 1 2 3 4 5 6 7 8\n",
+	} {
+		if _, err := ParseStatSoftirq(strings.NewReader(in)); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func writeFixture(t *testing.T, root string, files map[string]string) {
+	t.Helper()
+	for rel, body := range files {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestReadCountersAndDeltas(t *testing.T) {
+	root := t.TempDir()
+	softnet := func(p0, p1 string) string {
+		return p0 + " 00000000 00000001 0 0 0 0 0 0 00000002 0 0 00000000 0 0\n" +
+			p1 + " 00000003 00000000 0 0 0 0 0 0 00000000 0 0 00000001 0 0\n"
+	}
+	writeFixture(t, root, map[string]string{
+		"proc/net/softnet_stat": softnet("ffffff00", "00000010"),
+		"proc/softirqs":         "CPU0 CPU1\nNET_RX: 100 200\n",
+		"proc/stat":             "cpu 0 0 0 0 0 0 0 0\ncpu0 0 0 0 0 0 0 5 0\ncpu1 0 0 0 0 0 0 7 0\n",
+	})
+	before, err := ReadCounters(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []CPUCounters{
+		{CPU: 0, Processed: 0xffffff00, TimeSqueeze: 1, RPSReceived: 2, NetRX: 100, SoftirqTicks: 5},
+		{CPU: 1, Processed: 16, Dropped: 3, NetRX: 200, SoftirqTicks: 7},
+	}
+	if !reflect.DeepEqual(before, want) {
+		t.Fatalf("before = %+v\nwant %+v", before, want)
+	}
+	writeFixture(t, root, map[string]string{
+		"proc/net/softnet_stat": softnet("00000100", "00000020"), // cpu0 wrapped
+		"proc/softirqs":         "CPU0 CPU1\nNET_RX: 150 260\n",
+		"proc/stat":             "cpu0 0 0 0 0 0 0 6 0\ncpu1 0 0 0 0 0 0 10 0\n",
+	})
+	after, err := ReadCounters(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Deltas(before, after)
+	wantD := []CPUDelta{
+		{CPU: 0, Processed: 0x200, NetRX: 50, SoftirqMS: 10},
+		{CPU: 1, Processed: 16, NetRX: 60, SoftirqMS: 30},
+	}
+	if !reflect.DeepEqual(got, wantD) {
+		t.Errorf("deltas = %+v\nwant %+v", got, wantD)
+	}
+	// A missing file is an error naming it.
+	if err := os.Remove(filepath.Join(root, "proc/softirqs")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadCounters(root); err == nil || !strings.Contains(err.Error(), "softirqs") {
+		t.Errorf("missing softirqs: err = %v", err)
+	}
+}
+
+func TestReadCountersLive(t *testing.T) {
+	if _, err := os.Stat("/proc/net/softnet_stat"); err != nil {
+		t.Skip("no /proc/net/softnet_stat")
+	}
+	c, err := ReadCounters("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c) == 0 {
+		t.Fatal("no CPUs")
+	}
+}

@@ -1,0 +1,341 @@
+package tune
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Measurement is what one run of the load measured.
+type Measurement struct {
+	// Throughput is bits per second for iperf3 (both directions added with
+	// --bidir); for a --load command it is whatever number the command
+	// printed, in Unit.
+	Throughput float64 `json:"throughput"`
+	Unit       string  `json:"unit"`
+	// LossPercent is UDP datagram loss seen by the receiver, the worse
+	// direction with --bidir; nil when not measured (TCP, plain command).
+	LossPercent *float64 `json:"loss_percent,omitempty"`
+	// Retransmits is the TCP sender's retransmit count, both directions
+	// added; nil when not measured.
+	Retransmits *float64 `json:"retransmits,omitempty"`
+}
+
+// Load drives traffic for one run and measures it.
+type Load interface {
+	// Run performs run number run (0-based) and returns its measurement.
+	Run(ctx context.Context, run int) (Measurement, error)
+	// Estimate is how long one run takes, for the duration estimate.
+	Estimate() time.Duration
+	// String describes the load for the report.
+	String() string
+}
+
+// UnitBPS is the unit of iperf3 throughput.
+const UnitBPS = "bit/s"
+
+// runOverhead is what a run takes beyond its nominal duration (process
+// start, connect, the final exchange of results), for estimates.
+const runOverhead = 700 * time.Millisecond
+
+// Iperf is the built-in iperf3 client driver. Traffic goes only to Host.
+type Iperf struct {
+	// Binary is the iperf3 executable; "" means "iperf3" from PATH.
+	Binary string
+	// Host is the target as a literal IP address; Port the server port
+	// (0: iperf3's default, 5201).
+	Host string
+	Port int
+	// UDP selects UDP (-u); TCP otherwise.
+	UDP bool
+	// Bitrate is -b as iperf3 takes it ("900M"); "" leaves iperf3's default.
+	Bitrate string
+	// Length is -l, the datagram or write size in bytes; 0 leaves the default.
+	Length int
+	// Bidir adds --bidir: traffic both ways at once.
+	Bidir bool
+	// Seconds is -t, the duration of a run.
+	Seconds int
+	// Parallel is -P, parallel flows; 0 or 1 means one.
+	Parallel int
+	// ClientPort, when non-zero, pins the client port (--cport): run j uses
+	// ClientPort+13*j, so every candidate sees the same flows (and so the
+	// same RSS hashes) in its run j.
+	ClientPort int
+}
+
+// Args returns iperf3's arguments for run number run.
+func (p *Iperf) Args(run int) []string {
+	a := []string{"-c", p.Host, "-J", "--connect-timeout", "5000"}
+	if p.Port != 0 {
+		a = append(a, "-p", strconv.Itoa(p.Port))
+	}
+	if p.UDP {
+		a = append(a, "-u")
+	}
+	if p.Bitrate != "" {
+		a = append(a, "-b", p.Bitrate)
+	}
+	if p.Length > 0 {
+		a = append(a, "-l", strconv.Itoa(p.Length))
+	}
+	if p.Bidir {
+		a = append(a, "--bidir")
+	}
+	if p.Seconds > 0 {
+		a = append(a, "-t", strconv.Itoa(p.Seconds))
+	}
+	if p.Parallel > 1 {
+		a = append(a, "-P", strconv.Itoa(p.Parallel))
+	}
+	if p.ClientPort > 0 {
+		a = append(a, "--cport", strconv.Itoa(p.ClientPort+13*run))
+	}
+	return a
+}
+
+// Estimate implements Load.
+func (p *Iperf) Estimate() time.Duration {
+	s := p.Seconds
+	if s <= 0 {
+		s = 10 // iperf3's default -t
+	}
+	return time.Duration(s)*time.Second + runOverhead
+}
+
+// String implements Load.
+func (p *Iperf) String() string {
+	return "iperf3 " + strings.Join(p.Args(0), " ")
+}
+
+// Run implements Load: it runs iperf3 and parses its JSON. It fails when
+// iperf3 reports an error or connected anywhere but Host.
+func (p *Iperf) Run(ctx context.Context, run int) (Measurement, error) {
+	bin := p.Binary
+	if bin == "" {
+		bin = "iperf3"
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.Estimate()+30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, p.Args(run)...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
+	cmd.WaitDelay = 3 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	if ctx.Err() != nil {
+		return Measurement{}, fmt.Errorf("iperf3: %w", ctx.Err())
+	}
+	m, host, err := ParseIperf(stdout.Bytes())
+	if err != nil {
+		if runErr != nil {
+			return Measurement{}, fmt.Errorf("iperf3 %v: %w (stderr: %s)", runErr, err, firstLine(stderr.String()))
+		}
+		return Measurement{}, err
+	}
+	if host != "" && host != p.Host {
+		return Measurement{}, fmt.Errorf("iperf3 connected to %s, not the target %s", host, p.Host)
+	}
+	return m, nil
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// iperfSum is one "sum*" object of iperf3's JSON "end".
+type iperfSum struct {
+	BitsPerSecond float64  `json:"bits_per_second"`
+	Retransmits   *float64 `json:"retransmits"`
+	LostPackets   *float64 `json:"lost_packets"`
+	Packets       *float64 `json:"packets"`
+	LostPercent   *float64 `json:"lost_percent"`
+}
+
+type iperfJSON struct {
+	Start struct {
+		ConnectingTo struct {
+			Host string `json:"host"`
+		} `json:"connecting_to"`
+		TestStart struct {
+			Protocol string `json:"protocol"`
+		} `json:"test_start"`
+	} `json:"start"`
+	End   map[string]json.RawMessage `json:"end"`
+	Error string                     `json:"error"`
+}
+
+// ParseIperf reads the JSON iperf3 -J prints (iperf 3.7 and later; older
+// UDP reports without sum_received fall back to "sum"). It returns the
+// measurement and the host the client connected to. TCP throughput is
+// what the receiver got (sum_received); UDP loss is the receiver's
+// lost_percent. With --bidir both directions' throughputs and retransmits
+// are added and the worse direction's loss is kept.
+func ParseIperf(b []byte) (Measurement, string, error) {
+	var j iperfJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return Measurement{}, "", fmt.Errorf("iperf3 JSON: %w", err)
+	}
+	if j.Error != "" {
+		return Measurement{}, j.Start.ConnectingTo.Host, fmt.Errorf("iperf3: %s", j.Error)
+	}
+	udp := strings.EqualFold(j.Start.TestStart.Protocol, "UDP")
+	sum := func(key string) (iperfSum, bool) {
+		var s iperfSum
+		raw, ok := j.End[key]
+		if !ok || json.Unmarshal(raw, &s) != nil {
+			return s, false
+		}
+		return s, true
+	}
+	m := Measurement{Unit: UnitBPS}
+	found := false
+	for _, dir := range []string{"", "_bidir_reverse"} {
+		recv, ok := sum("sum_received" + dir)
+		if !ok && udp {
+			recv, ok = sum("sum" + dir)
+		}
+		if !ok {
+			continue
+		}
+		found = true
+		m.Throughput += recv.BitsPerSecond
+		if udp {
+			loss := 0.0
+			switch {
+			case recv.LostPercent != nil:
+				loss = *recv.LostPercent
+			case recv.LostPackets != nil && recv.Packets != nil && *recv.Packets > 0:
+				loss = 100 * *recv.LostPackets / *recv.Packets
+			}
+			if m.LossPercent == nil || loss > *m.LossPercent {
+				m.LossPercent = &loss
+			}
+			continue
+		}
+		if sent, ok := sum("sum_sent" + dir); ok && sent.Retransmits != nil {
+			r := *sent.Retransmits
+			if m.Retransmits != nil {
+				r += *m.Retransmits
+			}
+			m.Retransmits = &r
+		}
+	}
+	if !found {
+		return Measurement{}, j.Start.ConnectingTo.Host, errors.New("iperf3 JSON: no sum_received in end")
+	}
+	return m, j.Start.ConnectingTo.Host, nil
+}
+
+// Command is a user-given load: a shell command run once per run. Its
+// output is read as iperf3 JSON, as a JSON object with a "bps" (bits per
+// second) or "value" number, or else as text whose last line starts with
+// a number. The command gets the target in PS_TUNE_TARGET and the run
+// number in PS_TUNE_RUN; where it sends traffic is its own business, so the
+// caller must say so to the user.
+type Command struct {
+	// Shell is the shell; "" means /bin/sh.
+	Shell string
+	// Line is the command line, run as Shell -c Line.
+	Line string
+	// Target is passed in PS_TUNE_TARGET.
+	Target string
+	// Expect is how long one run is expected to take, for the estimate.
+	Expect time.Duration
+	// Timeout bounds one run; 0 means Expect plus one minute.
+	Timeout time.Duration
+}
+
+// Estimate implements Load.
+func (c *Command) Estimate() time.Duration { return c.Expect }
+
+// String implements Load.
+func (c *Command) String() string { return "command: " + c.Line }
+
+// Run implements Load.
+func (c *Command) Run(ctx context.Context, run int) (Measurement, error) {
+	sh := c.Shell
+	if sh == "" {
+		sh = "/bin/sh"
+	}
+	to := c.Timeout
+	if to == 0 {
+		to = c.Expect + time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, to)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sh, "-c", c.Line)
+	cmd.Env = append(os.Environ(), "PS_TUNE_TARGET="+c.Target, "PS_TUNE_RUN="+strconv.Itoa(run))
+	// The command runs in its own process group, so that cancelling ends
+	// whatever it started too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 3 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return Measurement{}, fmt.Errorf("load command: %w", ctx.Err())
+		}
+		return Measurement{}, fmt.Errorf("load command: %w (stderr: %s)", err, firstLine(stderr.String()))
+	}
+	m, err := ParseLoadOutput(stdout.Bytes())
+	if err != nil {
+		return Measurement{}, fmt.Errorf("load command output: %w", err)
+	}
+	return m, nil
+}
+
+// ParseLoadOutput reads a load command's output (see Command).
+func ParseLoadOutput(b []byte) (Measurement, error) {
+	trimmed := bytes.TrimSpace(b)
+	if len(trimmed) > 0 && trimmed[0] == '{' {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(trimmed, &obj); err != nil {
+			return Measurement{}, fmt.Errorf("JSON: %w", err)
+		}
+		if _, ok := obj["end"]; ok {
+			m, _, err := ParseIperf(trimmed)
+			return m, err
+		}
+		for _, k := range []string{"bps", "value"} {
+			raw, ok := obj[k]
+			if !ok {
+				continue
+			}
+			var v float64
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return Measurement{}, fmt.Errorf("JSON field %q: %w", k, err)
+			}
+			unit := ""
+			if k == "bps" {
+				unit = UnitBPS
+			}
+			return Measurement{Throughput: v, Unit: unit}, nil
+		}
+		return Measurement{}, errors.New(`JSON object has neither "bps", "value" nor iperf3's "end"`)
+	}
+	lines := strings.Split(string(trimmed), "\n")
+	last := strings.Fields(lines[len(lines)-1])
+	if len(last) == 0 {
+		return Measurement{}, errors.New("no output")
+	}
+	v, err := strconv.ParseFloat(last[0], 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return Measurement{}, fmt.Errorf("last line %q does not start with a number", lines[len(lines)-1])
+	}
+	return Measurement{Throughput: v}, nil
+}
