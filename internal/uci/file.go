@@ -1,0 +1,243 @@
+package uci
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// newFileMode is the mode of a config file created here; libuci creates
+// files with 0600 too (UCI_FILEMODE). An existing file keeps its mode.
+const newFileMode = 0o600
+
+// Load reads confDir/name (for example Load("/etc/config", "network")) while
+// holding a shared flock on it, as libuci's readers do, so that it never sees
+// a commit half done. It fails with an error wrapping fs.ErrNotExist when the
+// file is absent, ErrInvalid for an invalid name, and a *ParseError (File is
+// the path) when the file does not parse.
+func Load(confDir, name string) (*Package, error) {
+	if !ValidPackageName(name) {
+		return nil, fmt.Errorf("uci: load %q: config name: %w", name, ErrInvalid)
+	}
+	path := filepath.Join(confDir, name)
+	f, err := openLocked(path, unix.LOCK_SH, false)
+	if err != nil {
+		return nil, fmt.Errorf("uci: load %s: %w", name, err)
+	}
+	defer f.Close()
+	p, err := Parse(path, f)
+	if err != nil {
+		return nil, err
+	}
+	p.Name = name
+	return p, nil
+}
+
+// Commit writes p to confDir/p.Name the way libuci's uci_file_commit does:
+// it opens (creating if absent) the config file and takes an exclusive flock
+// on it, writes the new content (see Export) to a temp file ".NAME.uci-*" in
+// the same directory, fsyncs it, gives it the old file's mode, renames it
+// over the config file (over the target when the config file is a symlink)
+// and fsyncs the directory. Readers therefore see the old or the new file,
+// never a mix.
+//
+// Unlike libuci it re-reads the existing file under the lock first and
+// refuses, with an error wrapping that file's *ParseError, to overwrite a
+// file that does not parse: it may hold the user's work, and nothing here can
+// tell what it meant. When the file already holds exactly the new content,
+// nothing is written. Commit replaces the whole file with p: to change a file
+// that others may change at the same time, use Update, which reads and writes
+// under one lock. Errors (a read-only or full directory, an invalid p) leave
+// the file as it was.
+func Commit(confDir string, p *Package) error {
+	if p == nil || !ValidPackageName(p.Name) {
+		name := ""
+		if p != nil {
+			name = p.Name
+		}
+		return fmt.Errorf("uci: commit %q: config name: %w", name, ErrInvalid)
+	}
+	var buf bytes.Buffer
+	if err := p.Export(&buf); err != nil {
+		return fmt.Errorf("uci: commit %s: %w", p.Name, err)
+	}
+	path := filepath.Join(confDir, p.Name)
+	f, err := openLocked(path, unix.LOCK_EX, true)
+	if err != nil {
+		return fmt.Errorf("uci: commit %s: %w", p.Name, err)
+	}
+	defer f.Close()
+	old, err := readAll(f)
+	if err != nil {
+		return fmt.Errorf("uci: commit %s: %w", p.Name, err)
+	}
+	if _, err := Parse(path, bytes.NewReader(old)); err != nil {
+		return fmt.Errorf("uci: commit %s: existing file is not overwritten: %w", p.Name, err)
+	}
+	if bytes.Equal(old, buf.Bytes()) {
+		return nil
+	}
+	if err := replace(path, f, buf.Bytes()); err != nil {
+		return fmt.Errorf("uci: commit %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// Update reads confDir/name, calls fn with it and writes the result, all
+// under one exclusive flock on the file, so that concurrent Updates from any
+// number of goroutines and processes (and libuci commits, which take the same
+// lock) apply one after the other: none is lost, none is torn. An absent file
+// is created and fn sees an empty package. When fn returns an error nothing
+// is written and Update returns it wrapped; when fn changes nothing, nothing
+// is written. A file that does not parse is never overwritten: Update returns
+// an error wrapping its *ParseError without calling fn. Writing is as in
+// Commit. fn must not keep p after it returns.
+func Update(confDir, name string, fn func(p *Package) error) error {
+	if !ValidPackageName(name) {
+		return fmt.Errorf("uci: update %q: config name: %w", name, ErrInvalid)
+	}
+	path := filepath.Join(confDir, name)
+	f, err := openLocked(path, unix.LOCK_EX, true)
+	if err != nil {
+		return fmt.Errorf("uci: update %s: %w", name, err)
+	}
+	defer f.Close()
+	old, err := readAll(f)
+	if err != nil {
+		return fmt.Errorf("uci: update %s: %w", name, err)
+	}
+	p, err := Parse(path, bytes.NewReader(old))
+	if err != nil {
+		return fmt.Errorf("uci: update %s: existing file is not overwritten: %w", name, err)
+	}
+	p.Name = name
+	if err := fn(p); err != nil {
+		return fmt.Errorf("uci: update %s: %w", name, err)
+	}
+	p.Name = name
+	var buf bytes.Buffer
+	if err := p.Export(&buf); err != nil {
+		return fmt.Errorf("uci: update %s: %w", name, err)
+	}
+	// A file created empty by openLocked and left without sections by fn
+	// exports as "\n"; keep such a file empty rather than write a newline.
+	if bytes.Equal(old, buf.Bytes()) || (len(old) == 0 && len(p.Sections) == 0) {
+		return nil
+	}
+	if err := replace(path, f, buf.Bytes()); err != nil {
+		return fmt.Errorf("uci: update %s: %w", name, err)
+	}
+	return nil
+}
+
+// maxLockTries bounds how often openLocked reopens a file that was replaced
+// while it waited for the lock.
+const maxLockTries = 100
+
+// openLocked opens path and flocks it (how: LOCK_SH or LOCK_EX). A writer
+// replaces the file by rename, so a lock granted on the old inode guards
+// nothing; openLocked then reopens until the locked file is the one at path.
+func openLocked(path string, how int, create bool) (*os.File, error) {
+	flags := os.O_RDONLY
+	if create {
+		flags = os.O_RDWR | os.O_CREATE
+	}
+	for try := 0; try < maxLockTries; try++ {
+		f, err := os.OpenFile(path, flags|unix.O_CLOEXEC, newFileMode)
+		if err != nil {
+			return nil, err
+		}
+		if err := flock(f, how); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("flock %s: %w", path, err)
+		}
+		var held, now unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &held); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("stat %s: %w", path, err)
+		}
+		err = unix.Stat(path, &now)
+		if err == nil && held.Dev == now.Dev && held.Ino == now.Ino {
+			return f, nil
+		}
+		f.Close()
+		if err != nil && !errors.Is(err, unix.ENOENT) {
+			return nil, fmt.Errorf("stat %s: %w", path, err)
+		}
+	}
+	return nil, fmt.Errorf("lock %s: file replaced %d times while waiting", path, maxLockTries)
+}
+
+func flock(f *os.File, how int) error {
+	for {
+		err := unix.Flock(int(f.Fd()), how)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
+func readAll(f *os.File) ([]byte, error) {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("seek %s: %w", f.Name(), err)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", f.Name(), err)
+	}
+	return data, nil
+}
+
+// replace writes data to a temp file next to path's target, fsyncs it, gives
+// it the mode of locked (the open config file) and renames it over the
+// target, then fsyncs the directory. On error the temp file is removed and
+// the config file is left as it was.
+func replace(path string, locked *os.File, data []byte) (err error) {
+	target, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return fmt.Errorf("resolve %s: %w", path, err)
+	}
+	st, err := locked.Stat()
+	if err != nil {
+		return fmt.Errorf("stat %s: %w", path, err)
+	}
+	dir := filepath.Dir(target)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(target)+".uci-")
+	if err != nil {
+		return fmt.Errorf("create temp file: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", tmp.Name(), err)
+	}
+	if err = tmp.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", tmp.Name(), err)
+	}
+	if err = tmp.Chmod(st.Mode().Perm()); err != nil {
+		return fmt.Errorf("chmod %s: %w", tmp.Name(), err)
+	}
+	if err = tmp.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", tmp.Name(), err)
+	}
+	if err = os.Rename(tmp.Name(), target); err != nil {
+		return fmt.Errorf("rename %s: %w", tmp.Name(), err)
+	}
+	// The new file is in place. Syncing the directory makes the rename
+	// durable; it is best effort (some file systems refuse it) and must not
+	// turn a done commit into a reported failure.
+	if d, derr := os.Open(dir); derr == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
