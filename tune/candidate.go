@@ -1,0 +1,265 @@
+package tune
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Candidate is one configuration to measure: a mode, or (Mode custom) the
+// auto plan with the RPS mask of some devices overridden, exactly what
+// `config device` sections with rps_cpus do in custom mode.
+type Candidate struct {
+	// Name is the canonical text form, as ParseCandidates reads it:
+	// "auto", or "eth0:2/br-lan:0".
+	Name string `json:"name"`
+	// Mode is the steering mode the candidate's plan is made with: off,
+	// legacy, all, auto, or custom for RPS overrides on top of auto.
+	Mode string `json:"mode"`
+	// RPS holds the per-device masks of a custom candidate.
+	RPS []DeviceMask `json:"rps,omitempty"`
+}
+
+// DeviceMask is an RPS mask (kernel hex format) for every rx queue of a
+// device.
+type DeviceMask struct {
+	Device string `json:"device"`
+	Mask   string `json:"mask"`
+}
+
+// The modes a candidate can have, as the steering package names them.
+const (
+	ModeOff    = "off"
+	ModeLegacy = "legacy"
+	ModeAll    = "all"
+	ModeAuto   = "auto"
+	ModeCustom = "custom"
+)
+
+// SweepModes are the modes measured by default, in the order shown.
+var SweepModes = []string{ModeOff, ModeLegacy, ModeAll, ModeAuto}
+
+// ModeCandidate is the candidate for a plain mode.
+func ModeCandidate(m string) Candidate { return Candidate{Name: m, Mode: m} }
+
+// CustomCandidate is the candidate that overrides the given devices' masks.
+func CustomCandidate(rps []DeviceMask) Candidate {
+	parts := make([]string, len(rps))
+	for i, d := range rps {
+		parts[i] = d.Device + ":" + d.Mask
+	}
+	return Candidate{Name: strings.Join(parts, "/"), Mode: ModeCustom, RPS: rps}
+}
+
+// ParseCandidates reads a candidate list. Candidates are separated by ';'
+// or whitespace. Each is a mode (off, legacy, all, auto) or a custom
+// candidate: DEV:MASK pairs joined by '/', as in "eth0:0/br-lan:2". MASK
+// is a kernel hex mask and may hold commas above 32 CPUs ("1,00000000").
+// The separators are the characters the kernel forbids in device names
+// (':', '/' and whitespace, net/core/dev.c dev_valid_name), so no device
+// name is ambiguous. Duplicates are an error.
+func ParseCandidates(s string) ([]Candidate, error) {
+	fields := strings.FieldsFunc(s, func(r rune) bool {
+		return r == ';' || r == ' ' || r == '\t' || r == '\n'
+	})
+	if len(fields) == 0 {
+		return nil, fmt.Errorf("candidate list %q is empty", s)
+	}
+	seen := map[string]bool{}
+	var out []Candidate
+	for _, f := range fields {
+		var c Candidate
+		if !strings.Contains(f, ":") {
+			switch f {
+			case ModeOff, ModeLegacy, ModeAll, ModeAuto:
+				c = ModeCandidate(f)
+			default:
+				return nil, fmt.Errorf("candidate %q: not a mode (off, legacy, all, auto) nor DEV:MASK", f)
+			}
+		} else {
+			var rps []DeviceMask
+			devs := map[string]bool{}
+			for _, p := range strings.Split(f, "/") {
+				dev, mask, ok := strings.Cut(p, ":")
+				if !ok || dev == "" || mask == "" {
+					return nil, fmt.Errorf("candidate %q: %q is not DEV:MASK", f, p)
+				}
+				if len(dev) > 15 {
+					return nil, fmt.Errorf("candidate %q: device name %q is longer than 15 bytes", f, dev)
+				}
+				if _, err := parseMask(mask); err != nil {
+					return nil, fmt.Errorf("candidate %q: device %s: %w", f, dev, err)
+				}
+				if devs[dev] {
+					return nil, fmt.Errorf("candidate %q: device %s given twice", f, dev)
+				}
+				devs[dev] = true
+				rps = append(rps, DeviceMask{Device: dev, Mask: mask})
+			}
+			c = CustomCandidate(rps)
+		}
+		if seen[c.Name] {
+			return nil, fmt.Errorf("candidate %q given twice", c.Name)
+		}
+		seen[c.Name] = true
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// parseMask checks a kernel hex mask ("f", "1,00000000") and returns the
+// CPUs it holds, in order.
+func parseMask(s string) ([]int, error) {
+	groups := strings.Split(s, ",")
+	var cpus []int
+	for gi := len(groups) - 1; gi >= 0; gi-- {
+		g := groups[gi]
+		if g == "" || len(g) > 8 {
+			return nil, fmt.Errorf("mask %q: group %q must be 1 to 8 hex digits", s, g)
+		}
+		v, err := strconv.ParseUint(g, 16, 32)
+		if err != nil {
+			return nil, fmt.Errorf("mask %q: %w", s, err)
+		}
+		base := 32 * (len(groups) - 1 - gi)
+		for b := 0; b < 32; b++ {
+			if v&(1<<b) != 0 {
+				cpus = append(cpus, base+b)
+			}
+		}
+	}
+	return cpus, nil
+}
+
+// formatMask renders CPUs as a kernel hex mask with 32-bit comma groups.
+func formatMask(cpus []int) string {
+	if len(cpus) == 0 {
+		return "0"
+	}
+	top := 0
+	for _, c := range cpus {
+		if c > top {
+			top = c
+		}
+	}
+	groups := make([]uint32, top/32+1)
+	for _, c := range cpus {
+		groups[c/32] |= 1 << (c % 32)
+	}
+	parts := make([]string, len(groups))
+	for i := range groups {
+		g := groups[len(groups)-1-i]
+		if i == 0 {
+			parts[i] = strconv.FormatUint(uint64(g), 16)
+		} else {
+			parts[i] = fmt.Sprintf("%08x", g)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// Layout is what candidate generation needs to know about the machine.
+type Layout struct {
+	// CPUs are the online CPU numbers.
+	CPUs []int
+	// Devices are the devices whose RPS masks the variants vary, in order.
+	Devices []string
+	// RxCPUs maps a device to the CPUs its receive interrupts or NAPI
+	// threads are pinned to, when they are pinned to fewer than all CPUs.
+	RxCPUs map[string][]int
+}
+
+// Variants returns a device's RPS mask variants in the spirit of the
+// bcm53xx measurements (seed 000): 0 (RPS off), each single CPU, and all
+// CPUs but those its receive interrupt or NAPI thread is pinned to (when
+// known and not already listed).
+func (l Layout) Variants(dev string) []string {
+	out := []string{"0"}
+	seen := map[string]bool{"0": true}
+	add := func(m string) {
+		if !seen[m] {
+			seen[m] = true
+			out = append(out, m)
+		}
+	}
+	for _, c := range l.CPUs {
+		add(formatMask([]int{c}))
+	}
+	if rx := l.RxCPUs[dev]; len(rx) > 0 {
+		pinned := map[int]bool{}
+		for _, c := range rx {
+			pinned[c] = true
+		}
+		var rest []int
+		for _, c := range l.CPUs {
+			if !pinned[c] {
+				rest = append(rest, c)
+			}
+		}
+		if len(rest) > 0 && len(rest) < len(l.CPUs) {
+			add(formatMask(rest))
+		}
+	}
+	return out
+}
+
+// Generate lists the candidates: the modes first, then RPS mask variants
+// of the layout's devices, max in all (max <= 0: no cap). When every
+// combination of the devices' variants fits (seed 000's full table), all
+// are measured; otherwise each device is varied alone, the others left as
+// auto plans them. It returns how many variants the cap left out.
+func Generate(modes []string, l Layout, max int) (cands []Candidate, dropped int) {
+	for _, m := range modes {
+		cands = append(cands, ModeCandidate(m))
+	}
+	room := max - len(cands)
+	var variants [][]DeviceMask
+	product := 1
+	for _, d := range l.Devices {
+		product *= len(l.Variants(d))
+		if product > 1<<16 {
+			break
+		}
+	}
+	if len(l.Devices) > 1 && (max <= 0 || product <= room) {
+		variants = [][]DeviceMask{nil}
+		for _, d := range l.Devices {
+			var next [][]DeviceMask
+			for _, prefix := range variants {
+				for _, m := range l.Variants(d) {
+					v := append(append([]DeviceMask(nil), prefix...), DeviceMask{Device: d, Mask: m})
+					next = append(next, v)
+				}
+			}
+			variants = next
+		}
+	} else {
+		for _, d := range l.Devices {
+			for _, m := range l.Variants(d) {
+				variants = append(variants, []DeviceMask{{Device: d, Mask: m}})
+			}
+		}
+	}
+	for _, v := range variants {
+		if max > 0 && len(cands) >= max {
+			dropped++
+			continue
+		}
+		cands = append(cands, CustomCandidate(v))
+	}
+	if max > 0 && len(cands) > max {
+		cands = cands[:max]
+	}
+	return cands, dropped
+}
+
+// sortedKeys returns the keys of m in order.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
