@@ -1,0 +1,384 @@
+package tune
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// Report is the outcome of a sweep; it is what --json prints.
+type Report struct {
+	Load   string `json:"load"`
+	Runs   int    `json:"runs"`
+	Settle string `json:"settle"`
+	// Metric is what the recommendation ranks by.
+	Metric Metric `json:"metric"`
+	// Devices are the configuration columns (see Prepared.Devices).
+	Devices []string `json:"devices"`
+	Results []Result `json:"results"`
+	// Recommendation is the best candidate, ties included.
+	Recommendation Recommendation `json:"recommendation"`
+	// Restore says how the original state was put back.
+	Restore RestoreResult `json:"restore"`
+	// Complete is false when the sweep stopped early (error, Ctrl-C).
+	Complete bool    `json:"complete"`
+	Seconds  float64 `json:"seconds"`
+	// Notes say what the counters are and are not.
+	Notes []string `json:"notes"`
+}
+
+// Result is one candidate's runs and their summaries.
+type Result struct {
+	Candidate Candidate `json:"candidate"`
+	// Masks are the RPS masks per device column (see Prepared.Masks).
+	Masks []string `json:"masks"`
+	// Error says why the candidate was not measured.
+	Error string `json:"error,omitempty"`
+	Runs  []Run  `json:"runs"`
+
+	Throughput  Summary  `json:"throughput"`
+	Unit        string   `json:"unit"`
+	LossPercent *Summary `json:"loss_percent,omitempty"`
+	Retransmits *Summary `json:"retransmits,omitempty"`
+	// Dropped, TimeSqueeze and RPSReceived are summed over all CPUs per
+	// run, then summarised over runs.
+	Dropped     Summary      `json:"dropped"`
+	TimeSqueeze Summary      `json:"time_squeeze"`
+	RPSReceived Summary      `json:"rps_received"`
+	CPUs        []CPUSummary `json:"cpus"`
+}
+
+// Run is one run of the load with the counter deltas it caused.
+type Run struct {
+	Measurement
+	Seconds float64    `json:"seconds"`
+	CPUs    []CPUDelta `json:"cpus"`
+}
+
+// CPUSummary is one CPU's counter deltas over the runs.
+type CPUSummary struct {
+	CPU         int     `json:"cpu"`
+	Processed   Summary `json:"processed"`
+	Dropped     Summary `json:"dropped"`
+	TimeSqueeze Summary `json:"time_squeeze"`
+	RPSReceived Summary `json:"rps_received"`
+	NetRX       Summary `json:"net_rx"`
+	SoftirqMS   Summary `json:"softirq_ms"`
+}
+
+// Recommendation is the answer of the sweep.
+type Recommendation struct {
+	// Candidate is the recommended candidate's name; "" when nothing was
+	// measured on the metric.
+	Candidate string `json:"candidate"`
+	// Best is the candidate with the best median. It differs from
+	// Candidate only when auto (the default) is tied with it: a difference
+	// inside the run-to-run spread is no reason to leave the default.
+	Best string `json:"best"`
+	// Tied lists candidates whose min-max range overlaps Best's.
+	Tied []string `json:"tied,omitempty"`
+	// VsAutoPercent is how much better Candidate's median is than auto's,
+	// in percent of auto's (positive is better); absent without auto.
+	VsAutoPercent *float64 `json:"vs_auto_percent,omitempty"`
+	// Text says it in a sentence.
+	Text string `json:"text"`
+}
+
+// metricNotes says what the counters are, so the output is honest about it.
+func metricNotes() []string {
+	return []string{
+		"median (min-max) over the runs of each candidate",
+		"tie: two candidates whose min-max ranges overlap; a tie is not a win",
+		"drops, squeezed, rps ipi: /proc/net/softnet_stat deltas summed over CPUs (dropped, time_squeeze, received_rps)",
+		"net_rx/cpu: NET_RX softirq runs per CPU from /proc/softirqs, a count: the kernel has no per-CPU NET_RX time without tracing",
+		"softirq ms/cpu: time in ALL softirq kinds per CPU from /proc/stat, 10 ms resolution",
+		"counters are machine-wide: traffic besides the load is counted too",
+	}
+}
+
+// finish computes the summaries and the recommendation.
+func (r *Report) finish() {
+	for i := range r.Results {
+		r.Results[i].summarize()
+	}
+	r.recommend()
+}
+
+func (res *Result) summarize() {
+	n := len(res.Runs)
+	tp := make([]float64, n)
+	var loss, retr []float64
+	drop, squeeze, rps := make([]float64, n), make([]float64, n), make([]float64, n)
+	type perCPU struct{ processed, dropped, squeeze, rps, netrx, softirq []float64 }
+	cpus := map[int]*perCPU{}
+	var order []int
+	for i, run := range res.Runs {
+		tp[i] = run.Throughput
+		if res.Unit == "" {
+			res.Unit = run.Unit
+		}
+		if run.LossPercent != nil {
+			loss = append(loss, *run.LossPercent)
+		}
+		if run.Retransmits != nil {
+			retr = append(retr, *run.Retransmits)
+		}
+		for _, c := range run.CPUs {
+			drop[i] += float64(c.Dropped)
+			squeeze[i] += float64(c.TimeSqueeze)
+			rps[i] += float64(c.RPSReceived)
+			p := cpus[c.CPU]
+			if p == nil {
+				p = &perCPU{}
+				cpus[c.CPU] = p
+				order = append(order, c.CPU)
+			}
+			p.processed = append(p.processed, float64(c.Processed))
+			p.dropped = append(p.dropped, float64(c.Dropped))
+			p.squeeze = append(p.squeeze, float64(c.TimeSqueeze))
+			p.rps = append(p.rps, float64(c.RPSReceived))
+			p.netrx = append(p.netrx, float64(c.NetRX))
+			p.softirq = append(p.softirq, c.SoftirqMS)
+		}
+	}
+	res.Throughput = Summarize(tp)
+	res.LossPercent, res.Retransmits = nil, nil
+	if len(loss) > 0 {
+		s := Summarize(loss)
+		res.LossPercent = &s
+	}
+	if len(retr) > 0 {
+		s := Summarize(retr)
+		res.Retransmits = &s
+	}
+	res.Dropped, res.TimeSqueeze, res.RPSReceived = Summarize(drop), Summarize(squeeze), Summarize(rps)
+	res.CPUs = nil
+	for _, cpu := range order {
+		p := cpus[cpu]
+		res.CPUs = append(res.CPUs, CPUSummary{
+			CPU: cpu, Processed: Summarize(p.processed), Dropped: Summarize(p.dropped),
+			TimeSqueeze: Summarize(p.squeeze), RPSReceived: Summarize(p.rps),
+			NetRX: Summarize(p.netrx), SoftirqMS: Summarize(p.softirq),
+		})
+	}
+}
+
+// metricSummary returns the summary the report ranks by.
+func (r *Report) metricSummary(res *Result) Summary {
+	switch r.Metric {
+	case MetricLoss:
+		if res.LossPercent != nil {
+			return *res.LossPercent
+		}
+	case MetricRetransmits:
+		if res.Retransmits != nil {
+			return *res.Retransmits
+		}
+	default:
+		return res.Throughput
+	}
+	return Summary{}
+}
+
+func (r *Report) recommend() {
+	sums := make([]Summary, len(r.Results))
+	auto := -1
+	for i := range r.Results {
+		sums[i] = r.metricSummary(&r.Results[i])
+		if r.Results[i].Candidate.Name == ModeAuto {
+			auto = i
+		}
+	}
+	dir := r.Metric.Direction()
+	rank := Rank(sums, dir)
+	rec := Recommendation{}
+	if rank.Best < 0 {
+		rec.Text = fmt.Sprintf("no candidate was measured on %s; nothing to recommend", r.Metric)
+		r.Recommendation = rec
+		return
+	}
+	best := rank.Best
+	rec.Best = r.Results[best].Candidate.Name
+	chosen := best
+	for _, t := range rank.Tied {
+		rec.Tied = append(rec.Tied, r.Results[t].Candidate.Name)
+		if t == auto {
+			chosen = auto
+		}
+	}
+	rec.Candidate = r.Results[chosen].Candidate.Name
+	unit := r.Results[chosen].Unit
+	fmtv := func(v float64) string { return r.formatMetric(v, unit) }
+	var b strings.Builder
+	switch {
+	case chosen != best:
+		fmt.Fprintf(&b, "%s has the best median %s (%s), but auto's range overlaps it: the difference is inside the run-to-run spread, so keep auto",
+			rec.Best, r.Metric, fmtv(sums[best].Median))
+	case len(rec.Tied) > 0:
+		fmt.Fprintf(&b, "%s has the best median %s (%s), tied within the run-to-run spread with %s: no clear winner among them",
+			rec.Best, r.Metric, fmtv(sums[best].Median), strings.Join(rec.Tied, ", "))
+	default:
+		fmt.Fprintf(&b, "%s is best on %s (%s median), outside every other candidate's run-to-run range",
+			rec.Best, r.Metric, fmtv(sums[best].Median))
+	}
+	if auto >= 0 && chosen != auto && sums[auto].N > 0 && sums[auto].Median != 0 {
+		pct := 100 * (sums[chosen].Median - sums[auto].Median) / math.Abs(sums[auto].Median)
+		if dir == LowerIsBetter {
+			pct = -pct
+		}
+		rec.VsAutoPercent = &pct
+		fmt.Fprintf(&b, "; %+.1f%% against auto (%s)", pct, fmtv(sums[auto].Median))
+	}
+	rec.Text = b.String()
+	r.Recommendation = rec
+}
+
+// formatMetric renders a value of the report's metric.
+func (r *Report) formatMetric(v float64, unit string) string {
+	switch r.Metric {
+	case MetricLoss:
+		return fmtNum(v) + "% loss"
+	case MetricRetransmits:
+		return fmtNum(v) + " retransmits"
+	}
+	if unit == UnitBPS {
+		return fmtNum(v/1e6) + " Mbit/s"
+	}
+	return fmtNum(v)
+}
+
+// fmtNum prints a number compactly: integers without decimals, small
+// values with up to three significant digits.
+func fmtNum(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 100 || v == math.Trunc(v):
+		return strconv.FormatFloat(math.Round(v), 'f', -1, 64)
+	case a >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case a >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	default:
+		return strconv.FormatFloat(v, 'g', 2, 64)
+	}
+}
+
+// fmtRange renders a summary as "median (min-max)"; "-" when unmeasured.
+func fmtRange(s Summary, scale float64) string {
+	if s.N == 0 {
+		return "-"
+	}
+	m, lo, hi := fmtNum(s.Median/scale), fmtNum(s.Min/scale), fmtNum(s.Max/scale)
+	if lo == hi {
+		return m
+	}
+	return fmt.Sprintf("%s (%s-%s)", m, lo, hi)
+}
+
+// WriteTable prints the report as a table like seed 000's: the
+// configuration columns (mode, then each device's RPS mask), then each
+// metric as median (min-max). The recommended row is marked "*", rows tied
+// with the best "~"; then the recommendation, the restore and the notes.
+func (r *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
+	unit := ""
+	var hasLoss, hasRetr bool
+	for _, res := range r.Results {
+		if unit == "" {
+			unit = res.Unit
+		}
+		hasLoss = hasLoss || res.LossPercent != nil
+		hasRetr = hasRetr || res.Retransmits != nil
+	}
+	tpHead, tpScale := "throughput", 1.0
+	if unit == UnitBPS {
+		tpHead, tpScale = "Mbit/s", 1e6
+	}
+	head := []string{"", "mode"}
+	for _, d := range r.Devices {
+		head = append(head, d+" rps")
+	}
+	head = append(head, tpHead)
+	if hasLoss {
+		head = append(head, "loss %")
+	}
+	if hasRetr {
+		head = append(head, "retransmits")
+	}
+	head = append(head, "drops", "squeezed", "rps ipi", "net_rx/cpu", "softirq ms/cpu")
+	tied := map[string]bool{}
+	for _, t := range r.Recommendation.Tied {
+		tied[t] = true
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	for _, res := range r.Results {
+		mark := ""
+		switch {
+		case res.Candidate.Name == r.Recommendation.Candidate:
+			mark = "*"
+		case res.Candidate.Name == r.Recommendation.Best || tied[res.Candidate.Name]:
+			mark = "~"
+		}
+		row := []string{mark, res.Candidate.Mode}
+		for i := range r.Devices {
+			m := "-"
+			if i < len(res.Masks) && res.Masks[i] != "" {
+				m = res.Masks[i]
+			}
+			row = append(row, m)
+		}
+		if res.Error != "" || len(res.Runs) == 0 {
+			why := res.Error
+			if why == "" {
+				why = "not measured"
+			}
+			row = append(row, why)
+			fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+			continue
+		}
+		row = append(row, fmtRange(res.Throughput, tpScale))
+		if hasLoss {
+			row = append(row, fmtOpt(res.LossPercent))
+		}
+		if hasRetr {
+			row = append(row, fmtOpt(res.Retransmits))
+		}
+		row = append(row, fmtRange(res.Dropped, 1), fmtRange(res.TimeSqueeze, 1), fmtRange(res.RPSReceived, 1))
+		var netrx, soft []string
+		for _, c := range res.CPUs {
+			netrx = append(netrx, fmtNum(c.NetRX.Median))
+			soft = append(soft, fmtNum(c.SoftirqMS.Median))
+		}
+		row = append(row, strings.Join(netrx, "/"), strings.Join(soft, "/"))
+		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
+	fmt.Fprintf(w, "\nload: %s; %d runs per candidate, settle %s\n", r.Load, r.Runs, r.Settle)
+	fmt.Fprintf(w, "recommendation: %s\n", r.Recommendation.Text)
+	if !r.Complete {
+		fmt.Fprintln(w, "the sweep did not complete: the table holds what was measured before it stopped")
+	}
+	switch {
+	case r.Restore.Error != "":
+		fmt.Fprintf(w, "restore: FAILED: %s\n", r.Restore.Error)
+	case r.Restore.Verified:
+		fmt.Fprintf(w, "restore: %d knobs back at their original values (%d rewritten), checked by a fresh read\n", r.Restore.Knobs, r.Restore.Changed)
+	default:
+		fmt.Fprintf(w, "restore: %d knobs written back (%d rewritten), not checked\n", r.Restore.Knobs, r.Restore.Changed)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	return nil
+}
+
+func fmtOpt(s *Summary) string {
+	if s == nil {
+		return "-"
+	}
+	return fmtRange(*s, 1)
+}

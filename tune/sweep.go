@@ -1,0 +1,243 @@
+package tune
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Steerer is what the sweep needs from the steering engine. The real one
+// (Engine in this package) plans with the steering package and writes
+// through its applier; tests use fakes.
+type Steerer interface {
+	// Prepare plans every candidate against the live machine and captures
+	// the original value of every knob any of them touches. It changes
+	// nothing.
+	Prepare(ctx context.Context, cands []Candidate) (*Prepared, error)
+	// Apply makes the machine hold candidate c's plan.
+	Apply(ctx context.Context, c Candidate) error
+	// Restore writes back every knob captured by Prepare and checks that
+	// the machine holds the original values again.
+	Restore(ctx context.Context) (RestoreResult, error)
+}
+
+// Prepared describes the planned candidates for the report.
+type Prepared struct {
+	// Devices are the devices some candidate sets an RPS mask on: the
+	// configuration columns of the table.
+	Devices []string
+	// Masks holds, per candidate (in order) and per device, the RPS mask
+	// the candidate's plan writes: one mask when every rx queue gets the
+	// same, masks joined by "/" per queue otherwise, "-" when untouched.
+	Masks [][]string
+	// Knobs is how many knobs were captured for the restore.
+	Knobs int
+}
+
+// RestoreResult reports the final restore.
+type RestoreResult struct {
+	// Knobs is how many knobs were written back (when they differed) or
+	// found holding their original value.
+	Knobs int `json:"knobs"`
+	// Changed is how many had to be written.
+	Changed int `json:"changed"`
+	// Verified is true when a fresh read found every knob at its original
+	// value.
+	Verified bool `json:"verified"`
+	// Error is why the restore or its check failed; "" on success.
+	Error string `json:"error,omitempty"`
+}
+
+// Metric names the metric the recommendation ranks by.
+type Metric string
+
+// Metrics.
+const (
+	MetricThroughput  Metric = "throughput"
+	MetricLoss        Metric = "loss"
+	MetricRetransmits Metric = "retransmits"
+)
+
+// Direction returns which way the metric improves.
+func (m Metric) Direction() Direction {
+	if m == MetricThroughput {
+		return HigherIsBetter
+	}
+	return LowerIsBetter
+}
+
+// Sweep measures a list of candidates.
+type Sweep struct {
+	Candidates []Candidate
+	// Runs per candidate (at least 1) and Settle, the wait after each apply.
+	Runs   int
+	Settle time.Duration
+	Load   Load
+	// Steerer applies candidates and restores the original state.
+	Steerer Steerer
+	// Counters reads the per-CPU counters (ReadCounters of the root).
+	Counters func() ([]CPUCounters, error)
+	// Metric is what the recommendation ranks by (default throughput).
+	Metric Metric
+	// Progress receives one line per step; nil for none.
+	Progress io.Writer
+	// RestoreTimeout bounds the final restore (default 30s). The restore
+	// runs even when the sweep's context is cancelled.
+	RestoreTimeout time.Duration
+	// Sleep and Now stand in for the clock in tests; nil means real time.
+	Sleep func(ctx context.Context, d time.Duration) error
+	Now   func() time.Time
+}
+
+// Estimate is how long the sweep should take: for every candidate, an
+// apply and settle and Runs runs of the load.
+func (s *Sweep) Estimate() time.Duration {
+	return time.Duration(len(s.Candidates)) * s.perCandidate(s.Load.Estimate())
+}
+
+func (s *Sweep) perCandidate(run time.Duration) time.Duration {
+	return s.Settle + time.Duration(s.runs())*run
+}
+
+func (s *Sweep) runs() int {
+	if s.Runs < 1 {
+		return 1
+	}
+	return s.Runs
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run performs the sweep and always restores the original state before
+// it returns: after success, after an error and after ctx is cancelled.
+// The report is returned also with an error, holding what was measured
+// until then (Complete false) and how the restore went.
+func (s *Sweep) Run(ctx context.Context) (rep *Report, err error) {
+	sleep, now := s.Sleep, s.Now
+	if sleep == nil {
+		sleep = sleepCtx
+	}
+	if now == nil {
+		now = time.Now
+	}
+	metric := s.Metric
+	if metric == "" {
+		metric = MetricThroughput
+	}
+	rep = &Report{
+		Load:    s.Load.String(),
+		Runs:    s.runs(),
+		Settle:  s.Settle.String(),
+		Metric:  metric,
+		Notes:   metricNotes(),
+		Results: make([]Result, len(s.Candidates)),
+	}
+	for i, c := range s.Candidates {
+		rep.Results[i].Candidate = c
+	}
+	if len(s.Candidates) == 0 {
+		return rep, errors.New("no candidates")
+	}
+	prep, err := s.Steerer.Prepare(ctx, s.Candidates)
+	if err != nil {
+		return rep, fmt.Errorf("prepare: %w", err)
+	}
+	rep.Devices = prep.Devices
+	for i := range rep.Results {
+		if i < len(prep.Masks) {
+			rep.Results[i].Masks = prep.Masks[i]
+		}
+	}
+	defer func() {
+		to := s.RestoreTimeout
+		if to <= 0 {
+			to = 30 * time.Second
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), to)
+		defer cancel()
+		s.progress("restoring the original state (%d knobs)", prep.Knobs)
+		res, rerr := s.Steerer.Restore(rctx)
+		if rerr != nil {
+			res.Error = rerr.Error()
+			err = errors.Join(err, fmt.Errorf("restore: %w", rerr))
+			s.progress("RESTORE FAILED: %v", rerr)
+		}
+		rep.Restore = res
+		rep.finish()
+	}()
+
+	runs := s.runs()
+	started := now()
+	var runTime time.Duration
+	var runCount int
+	left := func(cand, run int) time.Duration {
+		per := s.Load.Estimate()
+		if runCount > 0 {
+			per = runTime / time.Duration(runCount)
+		}
+		remainingRuns := (len(s.Candidates)-cand-1)*runs + (runs - run)
+		return time.Duration(remainingRuns)*per + time.Duration(len(s.Candidates)-cand-1)*s.Settle
+	}
+	for i, c := range s.Candidates {
+		res := &rep.Results[i]
+		if err := ctx.Err(); err != nil {
+			return rep, fmt.Errorf("sweep stopped before candidate %d of %d: %w", i+1, len(s.Candidates), err)
+		}
+		s.progress("[%d/%d] %s: apply", i+1, len(s.Candidates), c.Name)
+		if err := s.Steerer.Apply(ctx, c); err != nil {
+			if ctx.Err() != nil {
+				return rep, fmt.Errorf("candidate %s: apply: %w", c.Name, err)
+			}
+			res.Error = fmt.Sprintf("apply: %v", err)
+			s.progress("[%d/%d] %s: not measured: %v", i+1, len(s.Candidates), c.Name, err)
+			continue
+		}
+		if err := sleep(ctx, s.Settle); err != nil {
+			return rep, fmt.Errorf("candidate %s: settle: %w", c.Name, err)
+		}
+		for j := 0; j < runs; j++ {
+			s.progress("[%d/%d] %s: run %d/%d, about %s left", i+1, len(s.Candidates), c.Name, j+1, runs,
+				left(i, j).Round(time.Second))
+			before, err := s.Counters()
+			if err != nil {
+				return rep, fmt.Errorf("candidate %s run %d: %w", c.Name, j+1, err)
+			}
+			t0 := now()
+			m, err := s.Load.Run(ctx, j)
+			took := now().Sub(t0)
+			if err != nil {
+				return rep, fmt.Errorf("candidate %s run %d: %w", c.Name, j+1, err)
+			}
+			after, err := s.Counters()
+			if err != nil {
+				return rep, fmt.Errorf("candidate %s run %d: %w", c.Name, j+1, err)
+			}
+			runTime += took
+			runCount++
+			res.Runs = append(res.Runs, Run{Measurement: m, Seconds: took.Seconds(), CPUs: Deltas(before, after)})
+		}
+	}
+	rep.Complete = true
+	rep.Seconds = now().Sub(started).Seconds()
+	return rep, nil
+}
+
+func (s *Sweep) progress(format string, a ...any) {
+	if s.Progress != nil {
+		fmt.Fprintf(s.Progress, "tune: "+format+"\n", a...)
+	}
+}
