@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -135,9 +136,10 @@ func Update(confDir, name string, fn func(p *Package) error) error {
 	return nil
 }
 
-// maxLockTries bounds how often openLocked reopens a file that was replaced
-// while it waited for the lock.
-const maxLockTries = 100
+// lockPatience bounds how long openLocked keeps reopening a file that other
+// writers replace while it waits for the lock. Each reopen means another
+// writer finished, so under any sane load this is never reached.
+const lockPatience = time.Minute
 
 // openLocked opens path and flocks it (how: LOCK_SH or LOCK_EX). A writer
 // replaces the file by rename, so a lock granted on the old inode guards
@@ -147,7 +149,11 @@ func openLocked(path string, how int, create bool) (*os.File, error) {
 	if create {
 		flags = os.O_RDWR | os.O_CREATE
 	}
-	for try := 0; try < maxLockTries; try++ {
+	start := time.Now()
+	for tries := 1; ; tries++ {
+		if tries > 1 && time.Since(start) > lockPatience {
+			return nil, fmt.Errorf("lock %s: file replaced %d times while waiting", path, tries-1)
+		}
 		f, err := os.OpenFile(path, flags|unix.O_CLOEXEC, newFileMode)
 		if err != nil {
 			return nil, err
@@ -170,7 +176,6 @@ func openLocked(path string, how int, create bool) (*os.File, error) {
 			return nil, fmt.Errorf("stat %s: %w", path, err)
 		}
 	}
-	return nil, fmt.Errorf("lock %s: file replaced %d times while waiting", path, maxLockTries)
 }
 
 func flock(f *os.File, how int) error {

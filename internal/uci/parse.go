@@ -49,7 +49,7 @@ func Parse(name string, r io.Reader) (*Package, error) {
 	if len(data) > MaxFileSize {
 		return nil, &ParseError{File: name, Line: bytes.Count(data, []byte("\n")) + 1, Msg: fmt.Sprintf("file larger than %d bytes", MaxFileSize)}
 	}
-	ps := &parser{buf: data, file: name, pkg: &Package{Name: name}}
+	ps := &parser{buf: data, file: name, pkg: &Package{Name: name}, byName: map[string]*Section{}}
 	if i := bytes.IndexByte(data, 0); i >= 0 {
 		return nil, ps.errAt(i, "NUL byte")
 	}
@@ -67,6 +67,8 @@ type parser struct {
 	file string
 	pkg  *Package
 	sec  *Section
+	// byName indexes sections by name for reopening.
+	byName map[string]*Section
 }
 
 // eof is returned by cur at the end of input; Parse rejects NUL bytes, so it
@@ -173,7 +175,7 @@ func (ps *parser) cmdConfig() error {
 		return err
 	}
 	if name != "" {
-		if s := ps.pkg.Section(name); s != nil {
+		if s := ps.byName[name]; s != nil {
 			if s.Type != typ {
 				return ps.errAt(ps.pos, "section of different type overwrites prior section with same name")
 			}
@@ -182,6 +184,9 @@ func (ps *parser) cmdConfig() error {
 		}
 	}
 	ps.sec = ps.pkg.newSection(typ, name)
+	if ps.byName[ps.sec.Name] == nil { // the first of a name wins, as in libuci
+		ps.byName[ps.sec.Name] = ps.sec
+	}
 	return nil
 }
 

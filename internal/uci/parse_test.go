@@ -369,3 +369,23 @@ func TestParseTooLarge(t *testing.T) {
 		t.Fatal("Parse of an oversized file succeeded")
 	}
 }
+
+func BenchmarkParseFirewall(b *testing.B) {
+	b.SetBytes(int64(len(firewallConf)))
+	for i := 0; i < b.N; i++ {
+		if _, err := Parse("firewall", strings.NewReader(firewallConf)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func TestParseManySectionsIsFast(t *testing.T) {
+	var b strings.Builder
+	for i := 0; i < 20000; i++ {
+		b.WriteString("config rule\n\toption name 'x'\n")
+	}
+	p, err := Parse("big", strings.NewReader(b.String()))
+	if err != nil || len(p.Sections) != 20000 {
+		t.Fatalf("Parse: %v", err)
+	}
+}
