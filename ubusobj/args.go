@@ -1,0 +1,215 @@
+package ubusobj
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/packet-steering/packet-steering/internal/ubus"
+	"github.com/packet-steering/packet-steering/steering"
+)
+
+// errArg marks an argument the caller got wrong. It wraps
+// ubus.StatusInvalidArgument, so a handler returning it replies status 2.
+var errArg = fmt.Errorf("%w", ubus.StatusInvalidArgument)
+
+// argErrorf returns an error that replies INVALID_ARGUMENT and says why.
+func argErrorf(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", errArg, fmt.Sprintf(format, a...))
+}
+
+// ArgPolicy is one argument of a method: its name and blobmsg type (what
+// `ubus -v list` shows), whether it must be present, and a check of its
+// value. The same policy builds the signature and validates every call, as
+// a libubus server's blobmsg_policy does both, so the two cannot disagree.
+type ArgPolicy struct {
+	Name     string
+	Type     ubus.Type
+	Required bool
+	// Check validates a value that already has the right type; nil accepts
+	// any value of that type.
+	Check func(a ubus.Attr) error
+	// Doc says what the argument means, for documentation and errors.
+	Doc string
+}
+
+// accepts reports whether an attribute of type t can carry this argument.
+// An int32 argument takes every integer width but int8: the stock CLI and
+// rpcd turn a JSON number into int32 when it fits and int64 otherwise
+// (libubox blobmsg_json.c), so a large value arrives as int64 and is then
+// refused by its range check with the same status. A bool takes only int8,
+// which is what JSON true/false become.
+func (p ArgPolicy) accepts(t ubus.Type) bool {
+	if p.Type == ubus.TypeInt32 {
+		return t == ubus.TypeInt32 || t == ubus.TypeInt64 || t == ubus.TypeInt16
+	}
+	return t == p.Type
+}
+
+// Args is a call's arguments after validation: each present argument of the
+// policy with the right type and a value its check accepted.
+type Args struct {
+	policy []ArgPolicy
+	vals   []ubus.Attr
+	set    []bool
+}
+
+// ParseArgs validates attrs against policy. It refuses, with an error that
+// wraps ubus.StatusInvalidArgument: an argument not in the policy (the stock
+// blobmsg_parse ignores those; here a misspelt "dryrun" must not turn a dry
+// run into a real apply), an unnamed or repeated argument, a value of the
+// wrong type, a value its check refuses, a missing required argument.
+func ParseArgs(policy []ArgPolicy, attrs []ubus.Attr) (Args, error) {
+	a := Args{policy: policy, vals: make([]ubus.Attr, len(policy)), set: make([]bool, len(policy))}
+	for _, at := range attrs {
+		i := policyIndex(policy, at.Name)
+		if i < 0 {
+			if at.Name == "" {
+				return Args{}, argErrorf("unnamed argument")
+			}
+			return Args{}, argErrorf("unknown argument %q (accepted: %s)", at.Name, policyNames(policy))
+		}
+		p := policy[i]
+		if a.set[i] {
+			return Args{}, argErrorf("argument %q given twice", at.Name)
+		}
+		if !p.accepts(at.Type) {
+			return Args{}, argErrorf("argument %q is %s, want %s", at.Name, at.Type, p.Type)
+		}
+		if p.Type == ubus.TypeInt32 && (at.Int < math.MinInt32 || at.Int > math.MaxInt32) {
+			return Args{}, argErrorf("argument %q: %d does not fit int32", at.Name, at.Int)
+		}
+		if p.Check != nil {
+			if err := p.Check(at); err != nil {
+				return Args{}, argErrorf("argument %q: %v", at.Name, err)
+			}
+		}
+		a.vals[i], a.set[i] = at, true
+	}
+	for i, p := range policy {
+		if p.Required && !a.set[i] {
+			return Args{}, argErrorf("argument %q is required", p.Name)
+		}
+	}
+	return a, nil
+}
+
+func policyIndex(policy []ArgPolicy, name string) int {
+	if name == "" {
+		return -1
+	}
+	for i, p := range policy {
+		if p.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func policyNames(policy []ArgPolicy) string {
+	if len(policy) == 0 {
+		return "none"
+	}
+	names := make([]string, len(policy))
+	for i, p := range policy {
+		names[i] = p.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// lookup returns the validated attribute called name, if it was given. A
+// name outside the policy is never given.
+func (a Args) lookup(name string) (ubus.Attr, bool) {
+	i := policyIndex(a.policy, name)
+	if i < 0 {
+		return ubus.Attr{}, false
+	}
+	return a.vals[i], a.set[i]
+}
+
+// String returns the string argument name, or def when it was not given.
+func (a Args) String(name, def string) string {
+	if v, ok := a.lookup(name); ok {
+		return v.Str
+	}
+	return def
+}
+
+// Int returns the integer argument name and whether it was given.
+func (a Args) Int(name string) (int, bool) {
+	v, ok := a.lookup(name)
+	return int(v.Int), ok
+}
+
+// Bool returns the boolean argument name, or def when it was not given.
+func (a Args) Bool(name string, def bool) bool {
+	if v, ok := a.lookup(name); ok {
+		return v.Bool()
+	}
+	return def
+}
+
+// IFNAMSIZ is the kernel's size of an interface name including its NUL
+// (include/uapi/linux/if.h).
+const IFNAMSIZ = 16
+
+// MaxReasonLen bounds the reason text of an apply; it ends up in the log
+// and in the event, so it is one short printable line.
+const MaxReasonLen = 128
+
+// checkDevice accepts a name the kernel accepts for a netdev
+// (net/core/dev.c dev_valid_name: 1 to IFNAMSIZ-1 bytes, not "." or "..",
+// no '/', ':' or white space). Whether the device exists is the engine's
+// question.
+func checkDevice(a ubus.Attr) error {
+	s := a.Str
+	switch {
+	case s == "":
+		return errors.New("empty device name")
+	case len(s) >= IFNAMSIZ:
+		return fmt.Errorf("device name %q longer than %d bytes", s, IFNAMSIZ-1)
+	case s == "." || s == "..":
+		return fmt.Errorf("device name %q", s)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '/' || c == ':' || c <= ' ' || c == 0x7f {
+			return fmt.Errorf("device name %q holds %q", s, c)
+		}
+	}
+	return nil
+}
+
+// checkMode accepts the modes of the design's table.
+func checkMode(a ubus.Attr) error {
+	_, err := steering.ParseMode(a.Str)
+	return err
+}
+
+// checkFlows accepts 0..steering.MaxFlows.
+func checkFlows(a ubus.Attr) error {
+	if a.Int < 0 || a.Int > steering.MaxFlows {
+		return fmt.Errorf("flows %d outside 0..%d", a.Int, steering.MaxFlows)
+	}
+	return nil
+}
+
+// checkReason accepts one printable line of at most MaxReasonLen bytes.
+func checkReason(a ubus.Attr) error {
+	s := a.Str
+	if len(s) > MaxReasonLen {
+		return fmt.Errorf("reason longer than %d bytes", MaxReasonLen)
+	}
+	if !utf8.ValidString(s) {
+		return errors.New("reason is not UTF-8")
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return fmt.Errorf("reason holds %q", r)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,146 @@
+package ubusobj
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/packet-steering/packet-steering/internal/ubus"
+)
+
+func policyOf(t *testing.T, method string) []ArgPolicy {
+	t.Helper()
+	for _, m := range Methods() {
+		if m.Name == method {
+			return m.Args
+		}
+	}
+	t.Fatalf("no method %q in the table", method)
+	return nil
+}
+
+func TestParseArgs(t *testing.T) {
+	tests := []struct {
+		name    string
+		method  string
+		args    []ubus.Attr
+		wantErr string // "" accepts
+	}{
+		{"status without args", "status", nil, ""},
+		{"status with an arg", "status", []ubus.Attr{ubus.String("x", "y")}, `unknown argument "x"`},
+		{"get_queues all", "get_queues", nil, ""},
+		{"get_queues device", "get_queues", []ubus.Attr{ubus.String("device", "eth0")}, ""},
+		{"get_queues device int", "get_queues", []ubus.Attr{ubus.Int32("device", 1)}, "is int32, want string"},
+		{"get_queues empty device", "get_queues", []ubus.Attr{ubus.String("device", "")}, "empty device name"},
+		{"get_queues path device", "get_queues", []ubus.Attr{ubus.String("device", "../eth0")}, "holds '/'"},
+		{"get_queues dotdot", "get_queues", []ubus.Attr{ubus.String("device", "..")}, `device name ".."`},
+		{"get_queues long device", "get_queues", []ubus.Attr{ubus.String("device", "abcdefghijklmnop")}, "longer than 15"},
+		{"get_queues 15 bytes", "get_queues", []ubus.Attr{ubus.String("device", "abcdefghijklmno")}, ""},
+		{"get_queues space", "get_queues", []ubus.Attr{ubus.String("device", "eth 0")}, "holds ' '"},
+		{"get_queues colon", "get_queues", []ubus.Attr{ubus.String("device", "eth0:1")}, "holds ':'"},
+		{"apply all args", "apply", []ubus.Attr{ubus.String("reason", "hotplug add"), ubus.String("device", "lan1"), ubus.Bool("dry_run", true)}, ""},
+		{"apply dry_run as int32", "apply", []ubus.Attr{ubus.Int32("dry_run", 1)}, "is int32, want bool"},
+		{"apply dry_run as string", "apply", []ubus.Attr{ubus.String("dry_run", "true")}, "is string, want bool"},
+		{"apply misspelt dry_run", "apply", []ubus.Attr{ubus.Bool("dryrun", true)}, `unknown argument "dryrun"`},
+		{"apply reason control char", "apply", []ubus.Attr{ubus.String("reason", "a\nb")}, "reason holds"},
+		{"apply reason too long", "apply", []ubus.Attr{ubus.String("reason", strings.Repeat("x", MaxReasonLen+1))}, "longer than"},
+		{"apply reason table", "apply", []ubus.Attr{ubus.Table("reason")}, "is table, want string"},
+		{"apply twice", "apply", []ubus.Attr{ubus.String("device", "a"), ubus.String("device", "b")}, "given twice"},
+		{"apply unnamed", "apply", []ubus.Attr{ubus.String("", "a")}, "unnamed argument"},
+		{"set_mode minimal", "set_mode", []ubus.Attr{ubus.String("mode", "auto")}, ""},
+		{"set_mode all args", "set_mode", []ubus.Attr{ubus.String("mode", "legacy"), ubus.Int32("flows", 4096), ubus.Bool("persist", false)}, ""},
+		{"set_mode without mode", "set_mode", []ubus.Attr{ubus.Int32("flows", 1)}, `"mode" is required`},
+		{"set_mode unknown mode", "set_mode", []ubus.Attr{ubus.String("mode", "fast")}, "unknown mode"},
+		{"set_mode mode int", "set_mode", []ubus.Attr{ubus.Int32("mode", 1)}, "is int32, want string"},
+		{"set_mode flows -1", "set_mode", []ubus.Attr{ubus.String("mode", "auto"), ubus.Int32("flows", -1)}, "outside 0.."},
+		{"set_mode flows 1e9", "set_mode", []ubus.Attr{ubus.String("mode", "auto"), ubus.Int32("flows", 1e9)}, "outside 0.."},
+		{"set_mode flows int64", "set_mode", []ubus.Attr{ubus.String("mode", "auto"), ubus.Int64("flows", 1<<40)}, "does not fit int32"},
+		{"set_mode flows small int64", "set_mode", []ubus.Attr{ubus.String("mode", "auto"), ubus.Int64("flows", 256)}, ""},
+		{"set_mode flows int16", "set_mode", []ubus.Attr{ubus.String("mode", "auto"), ubus.Int16("flows", 256)}, ""},
+		{"set_mode flows double", "set_mode", []ubus.Attr{ubus.String("mode", "auto"), ubus.Double("flows", 1e9)}, "is double, want int32"},
+		{"set_mode flows string", "set_mode", []ubus.Attr{ubus.String("mode", "auto"), ubus.String("flows", "10")}, "is string, want int32"},
+		{"set_mode flows bool", "set_mode", []ubus.Attr{ubus.String("mode", "auto"), ubus.Bool("flows", true)}, "is bool, want int32"},
+		{"set_mode persist int", "set_mode", []ubus.Attr{ubus.String("mode", "auto"), ubus.Int32("persist", 0)}, "is int32, want bool"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseArgs(policyOf(t, tt.method), tt.args)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("accepted, want an error containing %q", tt.wantErr)
+			}
+			if !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("error %q does not contain %q", err, tt.wantErr)
+			}
+			if !errors.Is(err, ubus.StatusInvalidArgument) || ubus.StatusOf(err) != ubus.StatusInvalidArgument {
+				t.Errorf("error %v does not map to INVALID_ARGUMENT (got %v)", err, ubus.StatusOf(err))
+			}
+		})
+	}
+}
+
+func TestArgsAccessors(t *testing.T) {
+	args, err := ParseArgs(policyOf(t, "set_mode"), []ubus.Attr{
+		ubus.String("mode", "all"), ubus.Int64("flows", 300), ubus.Bool("persist", false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := args.String("mode", ""); got != "all" {
+		t.Errorf("mode = %q", got)
+	}
+	if n, ok := args.Int("flows"); !ok || n != 300 {
+		t.Errorf("flows = %d, %v", n, ok)
+	}
+	if args.Bool("persist", true) {
+		t.Error("persist = true, want the given false")
+	}
+	if _, ok := args.Int("nonexistent"); ok {
+		t.Error("a name outside the policy reads as given")
+	}
+	none, err := ParseArgs(policyOf(t, "set_mode"), []ubus.Attr{ubus.String("mode", "off")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !none.Bool("persist", true) {
+		t.Error("persist default not applied")
+	}
+	if _, ok := none.Int("flows"); ok {
+		t.Error("flows reads as given")
+	}
+}
+
+// The signature is built from the same table that validates: every
+// argument the signature names is accepted with its own type, and the
+// table has exactly the design's methods and argument types.
+func TestSignatureMatchesDesign(t *testing.T) {
+	want := map[string]map[string]ubus.Type{
+		"status":     {},
+		"get_queues": {"device": ubus.TypeString},
+		"apply":      {"reason": ubus.TypeString, "device": ubus.TypeString, "dry_run": ubus.TypeBool},
+		"set_mode":   {"mode": ubus.TypeString, "flows": ubus.TypeInt32, "persist": ubus.TypeBool},
+	}
+	sig := Signature()
+	if len(sig) != len(want) {
+		t.Fatalf("%d methods, want %d", len(sig), len(want))
+	}
+	for _, m := range sig {
+		w, ok := want[m.Name]
+		if !ok {
+			t.Errorf("unexpected method %q", m.Name)
+			continue
+		}
+		if len(m.Args) != len(w) {
+			t.Errorf("%s: %d args, want %d", m.Name, len(m.Args), len(w))
+		}
+		for _, a := range m.Args {
+			if w[a.Name] != a.Type {
+				t.Errorf("%s.%s: type %s, want %s", m.Name, a.Name, a.Type, w[a.Name])
+			}
+		}
+	}
+}

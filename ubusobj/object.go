@@ -1,0 +1,420 @@
+// Package ubusobj is the ubus object packet_steering: its methods (status,
+// get_queues, apply, set_mode), their argument policies, the replies built
+// from the steering engine's types, and the event packet_steering.applied
+// sent after an apply that changed something.
+//
+// The methods live in one table whose argument policies are data (name,
+// blobmsg type, required or not, a check of the value). The same table builds
+// the signature `ubus -v list packet_steering` shows and validates every
+// call, so the two cannot disagree. A call with a wrong type, an unknown
+// argument, mode or device, or flows out of range is answered
+// INVALID_ARGUMENT (2) before the engine is asked to do anything.
+//
+// The package must never write a knob itself or join a caller's string into
+// a path: it validates, hands typed requests to the engine (which serialises
+// applies) and turns the engine's answers into replies. It holds no global
+// mutable state.
+package ubusobj
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/packet-steering/packet-steering/internal/ubus"
+	"github.com/packet-steering/packet-steering/steering"
+)
+
+// Path is the object's name on the bus.
+const Path = "packet_steering"
+
+// EventApplied is the event sent after an apply that changed something, with
+// reason, mode, changed (count), failed (count), duration_us and devices
+// (the names of the devices whose knobs changed).
+const EventApplied = "packet_steering.applied"
+
+// NotifyApplied is the notification type the object's subscribers get with
+// the same data as EventApplied.
+const NotifyApplied = "applied"
+
+// DefaultReason is the reason recorded for an apply whose caller gave none.
+const DefaultReason = "manual"
+
+// Engine is what the object needs from the steering engine;
+// *steering.Engine implements it. Errors wrapping steering.ErrInvalid are the
+// caller's mistake, with nothing changed.
+type Engine interface {
+	Status(ctx context.Context) (*steering.Status, error)
+	Queues(ctx context.Context, device string) ([]steering.DeviceQueues, error)
+	Apply(ctx context.Context, req steering.ApplyRequest) (*steering.Result, error)
+	SetMode(ctx context.Context, req steering.SetModeRequest) (*steering.Result, error)
+}
+
+// Events is where applies are announced: an event to every listener and a
+// notification to the object's subscribers. *ubus.Client and *ubus.Conn
+// implement it.
+type Events interface {
+	Send(ctx context.Context, event string, data []ubus.Attr) error
+	Notify(ctx context.Context, obj *ubus.Object, typ string, data []ubus.Attr) error
+}
+
+// Options configures an Object. The zero value is usable: no events, no log.
+type Options struct {
+	// Events receives packet_steering.applied; nil sends nothing.
+	Events Events
+	// Logger gets one line per apply and per failed call; nil logs nothing.
+	Logger *slog.Logger
+	// EventTimeout bounds sending the event and the notification (default 2 s).
+	EventTimeout time.Duration
+}
+
+// Method is one row of the method table: the name, the argument policies
+// (signature and validation at once) and the call that builds the reply.
+type Method struct {
+	Name string
+	Args []ArgPolicy
+	call func(o *Object, ctx context.Context, a Args) (any, error)
+}
+
+// Methods returns the object's method table, in the order `ubus -v list`
+// shows it.
+func Methods() []Method {
+	return []Method{
+		{Name: "status", call: (*Object).callStatus},
+		{Name: "get_queues", call: (*Object).callQueues, Args: []ArgPolicy{
+			{Name: "device", Type: ubus.TypeString, Check: checkDevice,
+				Doc: "only this netdev (default: every device)"},
+		}},
+		{Name: "apply", call: (*Object).callApply, Args: []ArgPolicy{
+			{Name: "reason", Type: ubus.TypeString, Check: checkReason,
+				Doc: "why, recorded in status and the event (default \"" + DefaultReason + "\")"},
+			{Name: "device", Type: ubus.TypeString, Check: checkDevice,
+				Doc: "only this netdev's knobs (default: every device)"},
+			{Name: "dry_run", Type: ubus.TypeBool,
+				Doc: "report what would change, write nothing"},
+		}},
+		{Name: "set_mode", call: (*Object).callSetMode, Args: []ArgPolicy{
+			{Name: "mode", Type: ubus.TypeString, Required: true, Check: checkMode,
+				Doc: "off, legacy, all, auto or custom"},
+			{Name: "flows", Type: ubus.TypeInt32, Check: checkFlows,
+				Doc: "rps_flow_cnt per rx queue, 0 to steering.MaxFlows (default: unchanged)"},
+			{Name: "persist", Type: ubus.TypeBool,
+				Doc: "write the choice to UCI (default true)"},
+		}},
+	}
+}
+
+// Signature returns the table as the broker's lookup reports it.
+func Signature() []ubus.MethodSig {
+	ms := Methods()
+	sig := make([]ubus.MethodSig, len(ms))
+	for i, m := range ms {
+		sig[i] = ubus.MethodSig{Name: m.Name, Args: argSigs(m.Args)}
+	}
+	return sig
+}
+
+func argSigs(policy []ArgPolicy) []ubus.ArgSig {
+	out := make([]ubus.ArgSig, len(policy))
+	for i, p := range policy {
+		out[i] = ubus.ArgSig{Name: p.Name, Type: p.Type}
+	}
+	return out
+}
+
+// Object is the packet_steering object. It is safe for concurrent use: the
+// broker connection serves calls concurrently and the engine serialises the
+// applies among them.
+type Object struct {
+	engine       Engine
+	events       Events
+	log          *slog.Logger
+	eventTimeout time.Duration
+	obj          *ubus.Object
+
+	mu       sync.Mutex
+	draining bool
+	inflight sync.WaitGroup
+}
+
+// New returns the object served by engine.
+func New(engine Engine, opts Options) *Object {
+	o := &Object{engine: engine, events: opts.Events, log: opts.Logger, eventTimeout: opts.EventTimeout}
+	if o.log == nil {
+		o.log = slog.New(slog.DiscardHandler)
+	}
+	if o.eventTimeout <= 0 {
+		o.eventTimeout = 2 * time.Second
+	}
+	ms := Methods()
+	o.obj = &ubus.Object{Path: Path, Methods: make([]ubus.Method, len(ms))}
+	for i, m := range ms {
+		o.obj.Methods[i] = ubus.Method{Name: m.Name, Args: argSigs(m.Args), Handler: o.handler(m)}
+	}
+	return o
+}
+
+// UbusObject returns the object to register with ubus.Client.Register or
+// ubus.Conn.AddObject.
+func (o *Object) UbusObject() *ubus.Object { return o.obj }
+
+// Drain makes the object answer new calls NOT_FOUND, as the bus does once
+// the daemon is gone, and waits until the calls in progress have replied or
+// ctx is done. Keep the connection open until it returns: the broker routes
+// a reply only while the object is registered.
+func (o *Object) Drain(ctx context.Context) error {
+	o.mu.Lock()
+	o.draining = true
+	o.mu.Unlock()
+	done := make(chan struct{})
+	go func() { o.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("ubusobj: drain: %w", ctx.Err())
+	}
+}
+
+// enter counts a call in; false once draining.
+func (o *Object) enter() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.draining {
+		return false
+	}
+	o.inflight.Add(1)
+	return true
+}
+
+// handler validates the arguments with the method's policy, runs the call,
+// and encodes the reply.
+func (o *Object) handler(m Method) ubus.Handler {
+	return func(ctx context.Context, req *ubus.Request) ([]ubus.Attr, error) {
+		if !o.enter() {
+			return nil, ubus.StatusNotFound
+		}
+		defer o.inflight.Done()
+		args, err := ParseArgs(m.Args, req.Args)
+		if err != nil {
+			o.log.Debug("refused call", "method", m.Name, "peer", fmt.Sprintf("%08x", req.Peer), "err", err)
+			return nil, err
+		}
+		v, err := m.call(o, ctx, args)
+		if err != nil {
+			return nil, o.callError(m.Name, err)
+		}
+		reply, err := ubus.AttrsFromValue(v)
+		if err != nil {
+			o.log.Error("encode reply", "method", m.Name, "err", err)
+			return nil, fmt.Errorf("%w: encode %s reply: %w", ubus.StatusUnknownError, m.Name, err)
+		}
+		return reply, nil
+	}
+}
+
+// callError maps an engine error to the status replied: INVALID_ARGUMENT for
+// the caller's mistakes, UNKNOWN_ERROR (logged) for everything else.
+func (o *Object) callError(method string, err error) error {
+	if errors.Is(err, steering.ErrInvalid) || errors.Is(err, errArg) {
+		o.log.Debug("refused call", "method", method, "err", err)
+		return fmt.Errorf("%w: %w", ubus.StatusInvalidArgument, err)
+	}
+	o.log.Error("call failed", "method", method, "err", err)
+	return fmt.Errorf("%w: %s: %w", ubus.StatusUnknownError, method, err)
+}
+
+func (o *Object) callStatus(ctx context.Context, _ Args) (any, error) {
+	st, err := o.engine.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if st.Hints == nil {
+		st.Hints = []steering.Hint{}
+	}
+	if st.CPUs == nil {
+		st.CPUs = []steering.CPUStat{}
+	}
+	return st, nil
+}
+
+// queuesReply is the reply of get_queues.
+type queuesReply struct {
+	Devices []steering.DeviceQueues `json:"devices"`
+}
+
+func (o *Object) callQueues(ctx context.Context, a Args) (any, error) {
+	dev := a.String("device", "")
+	devs, err := o.engine.Queues(ctx, dev)
+	if err != nil {
+		return nil, err
+	}
+	if dev != "" && len(devs) == 0 {
+		return nil, fmt.Errorf("no device %q: %w", dev, steering.ErrInvalid)
+	}
+	if devs == nil {
+		devs = []steering.DeviceQueues{}
+	}
+	for i := range devs {
+		if devs[i].Rx == nil {
+			devs[i].Rx = []steering.RxQueueView{}
+		}
+		if devs[i].Tx == nil {
+			devs[i].Tx = []steering.TxQueueView{}
+		}
+	}
+	return queuesReply{Devices: devs}, nil
+}
+
+func (o *Object) callApply(ctx context.Context, a Args) (any, error) {
+	res, err := o.Apply(ctx, steering.ApplyRequest{
+		Reason: a.String("reason", DefaultReason),
+		Device: a.String("device", ""),
+		DryRun: a.Bool("dry_run", false),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return normalise(res), nil
+}
+
+func (o *Object) callSetMode(ctx context.Context, a Args) (any, error) {
+	req := steering.SetModeRequest{
+		Mode:    steering.Mode(a.String("mode", "")),
+		Persist: a.Bool("persist", true),
+	}
+	if n, ok := a.Int("flows"); ok {
+		req.Flows = &n
+	}
+	res, err := o.SetMode(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return normalise(res), nil
+}
+
+// normalise gives the reply's lists as [] rather than null.
+func normalise(r *steering.Result) *steering.Result {
+	if r.Changed == nil {
+		r.Changed = []steering.Action{}
+	}
+	if r.Failed == nil {
+		r.Failed = []steering.Failure{}
+	}
+	return r
+}
+
+// Apply runs one apply through the engine, logs it and, if it changed
+// something, announces it. An empty reason is DefaultReason. The apply is
+// not cancelled with ctx once asked for: a half-written state helps no one.
+func (o *Object) Apply(ctx context.Context, req steering.ApplyRequest) (*steering.Result, error) {
+	if req.Reason == "" {
+		req.Reason = DefaultReason
+	}
+	res, err := o.engine.Apply(context.WithoutCancel(ctx), req)
+	if err != nil {
+		return nil, fmt.Errorf("apply (%s): %w", req.Reason, err)
+	}
+	if !req.DryRun {
+		o.logApply(req.Reason, res)
+		o.announce(ctx, req.Reason, res)
+	}
+	return res, nil
+}
+
+// SetMode changes the mode through the engine, which applies it; it logs
+// and announces like Apply. An empty reason is "set_mode MODE".
+func (o *Object) SetMode(ctx context.Context, req steering.SetModeRequest) (*steering.Result, error) {
+	if req.Reason == "" {
+		req.Reason = "set_mode " + string(req.Mode)
+	}
+	res, err := o.engine.SetMode(context.WithoutCancel(ctx), req)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", req.Reason, err)
+	}
+	o.logApply(req.Reason, res)
+	o.announce(ctx, req.Reason, res)
+	return res, nil
+}
+
+func (o *Object) logApply(reason string, res *steering.Result) {
+	lvl := slog.LevelInfo
+	if len(res.Failed) > 0 {
+		lvl = slog.LevelWarn
+	}
+	o.log.Log(context.Background(), lvl, "applied", "reason", reason, "mode", string(res.Mode),
+		"changed", len(res.Changed), "unchanged", res.Unchanged, "failed", len(res.Failed),
+		"duration_us", res.DurationUS)
+	for _, f := range res.Failed {
+		o.log.Warn("write failed", "kind", f.Action.Kind, "target", target(f.Action), "value", f.Action.Value, "err", f.Error)
+	}
+}
+
+// target names the knob an action writes, for the log.
+func target(a steering.Action) string {
+	switch {
+	case a.Queue != "":
+		return a.Device + "/" + a.Queue
+	case a.Thread != "":
+		return fmt.Sprintf("%s[%d]", a.Thread, a.PID)
+	case a.IRQ != 0:
+		return fmt.Sprintf("irq %d", a.IRQ)
+	case a.Key != "":
+		return a.Key
+	}
+	return a.Device
+}
+
+// EventData returns the data of EventApplied for an apply.
+func EventData(reason string, res *steering.Result) []ubus.Attr {
+	seen := map[string]bool{}
+	devs := []ubus.Attr{}
+	for _, a := range res.Changed {
+		if a.Device != "" && !seen[a.Device] {
+			seen[a.Device] = true
+			devs = append(devs, ubus.String("", a.Device))
+		}
+	}
+	sort.Slice(devs, func(i, j int) bool { return devs[i].Str < devs[j].Str })
+	return []ubus.Attr{
+		ubus.String("reason", reason),
+		ubus.String("mode", string(res.Mode)),
+		intAttr("changed", int64(len(res.Changed))),
+		intAttr("failed", int64(len(res.Failed))),
+		intAttr("duration_us", res.DurationUS),
+		ubus.Array("devices", devs...),
+	}
+}
+
+// intAttr encodes an integer as the stock CLI would: int32 when it fits,
+// else int64.
+func intAttr(name string, v int64) ubus.Attr {
+	if v >= math.MinInt32 && v <= math.MaxInt32 {
+		return ubus.Int32(name, int32(v))
+	}
+	return ubus.Int64(name, v)
+}
+
+// announce sends EventApplied and notifies subscribers when res changed
+// something. Failures are logged: the apply itself succeeded.
+func (o *Object) announce(ctx context.Context, reason string, res *steering.Result) {
+	if o.events == nil || len(res.Changed) == 0 {
+		return
+	}
+	data := EventData(reason, res)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.eventTimeout)
+	defer cancel()
+	if err := o.events.Send(ctx, EventApplied, data); err != nil {
+		o.log.Warn("event not sent", "event", EventApplied, "err", err)
+	}
+	if o.obj.HasSubscribers() {
+		if err := o.events.Notify(ctx, o.obj, NotifyApplied, data); err != nil {
+			o.log.Warn("subscribers not notified", "err", err)
+		}
+	}
+}
