@@ -1,0 +1,129 @@
+package platform
+
+import (
+	"errors"
+	"io/fs"
+	"strconv"
+)
+
+// CPU topology files (Documentation/ABI/stable/sysfs-devices-system-cpu,
+// drivers/base/topology.c):
+//
+//	sys/devices/system/cpu/possible, online   cpu lists
+//	sys/bus/cpu/devices/cpuN/topology/core_id, physical_package_id
+//	sys/bus/cpu/devices/cpuN/online           "0"/"1" (absent when the CPU
+//	                                          cannot be hot-unplugged)
+const (
+	cpuPossiblePath = "sys/devices/system/cpu/possible"
+	cpuOnlinePath   = "sys/devices/system/cpu/online"
+	cpuDevicesDir   = "sys/bus/cpu/devices"
+)
+
+// readCPUs reads every possible CPU with its topology. When the possible
+// list is unreadable it falls back to the cpuN entries that exist.
+func (f FS) readCPUs(g *gaps) []CPU {
+	possible, err := f.cpuListFile(cpuPossiblePath)
+	if err != nil {
+		g.add(cpuPossiblePath, err)
+		possible = f.listCPUDirs()
+	}
+	onlineList, onlineErr := f.cpuListFile(cpuOnlinePath)
+	if onlineErr != nil {
+		g.add(cpuOnlinePath, onlineErr)
+	}
+	online := map[int]bool{}
+	for _, c := range onlineList {
+		online[c] = true
+	}
+	cpus := make([]CPU, 0, len(possible))
+	for _, id := range possible {
+		dir := cpuDevicesDir + "/cpu" + strconv.Itoa(id)
+		c := CPU{ID: id, Core: -1, Package: -1, Online: online[id]}
+		if onlineErr != nil {
+			// Without the online list, trust the per-CPU file; a CPU
+			// without one cannot go offline.
+			s, err := f.readString(dir + "/online")
+			c.Online = err != nil || s == "1"
+		}
+		var terr error
+		c.Core, terr = f.readInt(dir + "/topology/core_id")
+		if terr != nil {
+			c.Core = -1
+			if c.Online {
+				g.add(dir+"/topology/core_id", terr)
+			}
+		}
+		c.Package, terr = f.readInt(dir + "/topology/physical_package_id")
+		if terr != nil {
+			c.Package = -1
+			if c.Online {
+				g.add(dir+"/topology/physical_package_id", terr)
+			}
+		}
+		cpus = append(cpus, c)
+	}
+	fillSiblings(cpus)
+	return cpus
+}
+
+// fillSiblings sets each CPU's Siblings: the other CPUs with the same
+// (package, core), when both are known.
+func fillSiblings(cpus []CPU) {
+	type key struct{ pkg, core int }
+	byCore := map[key][]int{}
+	for _, c := range cpus {
+		if c.Core >= 0 && c.Package >= 0 {
+			k := key{c.Package, c.Core}
+			byCore[k] = append(byCore[k], c.ID)
+		}
+	}
+	for i := range cpus {
+		c := &cpus[i]
+		if c.Core < 0 || c.Package < 0 {
+			continue
+		}
+		for _, id := range byCore[key{c.Package, c.Core}] {
+			if id != c.ID {
+				c.Siblings = append(c.Siblings, id)
+			}
+		}
+	}
+}
+
+func (f FS) cpuListFile(rel string) ([]int, error) {
+	s, err := f.readString(rel)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCPUList(s)
+}
+
+// listCPUDirs lists N of sys/bus/cpu/devices/cpuN, sorted.
+func (f FS) listCPUDirs() []int {
+	names, err := readDirNames(f.Path(cpuDevicesDir))
+	if err != nil {
+		return nil
+	}
+	var ids []int
+	for _, n := range names {
+		if len(n) > 3 && n[:3] == "cpu" {
+			if id, err := strconv.Atoi(n[3:]); err == nil && id >= 0 && id < maxCPUs {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return sortedInts(ids)
+}
+
+// readInt reads a file holding one decimal integer.
+func (f FS) readInt(rel string) (int, error) {
+	s, err := f.readString(rel)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, &fs.PathError{Op: "parse", Path: rel, Err: errors.New("not an integer: " + strconv.Quote(s))}
+	}
+	return n, nil
+}

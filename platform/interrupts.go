@@ -1,0 +1,339 @@
+package platform
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// IRQs, from proc/interrupts (kernel/irq/proc.c show_interrupts) and
+// proc/irq/N/smp_affinity (kernel/irq/proc.c irq_affinity_proc_show):
+//
+//	           CPU0       CPU1
+//	 38:     123456          0     GIC-0 179 Level     eth0
+//	 60:       1000          0  PCI-MSIX-0000:01:00.0 1-edge  eth0-TxRx-0
+//	NMI:          0          0   Non-maskable interrupts
+//
+// The header names one column per online CPU. Each numbered row holds the
+// IRQ number, one count per column, the chip name, chip-specific hwirq and
+// trigger fields, and last the action names, joined by ", " when shared.
+// Rows with a non-numeric label (NMI, LOC, ERR, IPI0...) are summaries and
+// skipped. Some rows print fewer count columns; they are kept as they are.
+const (
+	interruptsPath = "proc/interrupts"
+	irqDir         = "proc/irq"
+)
+
+// maxIRQLine bounds one line of proc/interrupts (a 8192-CPU machine prints
+// about 90 KiB per row).
+const maxIRQLine = 1 << 20
+
+// parseInterrupts parses proc/interrupts. Rows that cannot be parsed are
+// skipped and reported in the returned error (joined), alongside the rows
+// that could; a missing header is an error with no rows.
+func parseInterrupts(r io.Reader) ([]IRQ, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxIRQLine)
+	if !sc.Scan() {
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("interrupts: %w", err)
+		}
+		return nil, errors.New("interrupts: empty")
+	}
+	header := strings.Fields(sc.Text())
+	ncols := 0
+	for _, h := range header {
+		if !strings.HasPrefix(h, "CPU") {
+			return nil, fmt.Errorf("interrupts: header %q: not CPU columns", sc.Text())
+		}
+		ncols++
+	}
+	if ncols == 0 {
+		return nil, errors.New("interrupts: header has no CPU columns")
+	}
+	var irqs []IRQ
+	var errs []error
+	seen := map[int]bool{}
+	line := 1
+	for sc.Scan() {
+		line++
+		irq, ok, err := parseInterruptRow(sc.Text(), ncols)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("interrupts line %d: %w", line, err))
+			continue
+		}
+		if !ok || seen[irq.Number] {
+			continue
+		}
+		seen[irq.Number] = true
+		irqs = append(irqs, irq)
+	}
+	if err := sc.Err(); err != nil {
+		errs = append(errs, fmt.Errorf("interrupts line %d: %w", line+1, err))
+	}
+	sort.Slice(irqs, func(a, b int) bool { return irqs[a].Number < irqs[b].Number })
+	return irqs, errors.Join(errs...)
+}
+
+// parseInterruptRow parses one row; ok is false for summary rows.
+func parseInterruptRow(text string, ncols int) (IRQ, bool, error) {
+	label, rest, found := strings.Cut(text, ":")
+	if !found {
+		if strings.TrimSpace(text) == "" {
+			return IRQ{}, false, nil
+		}
+		return IRQ{}, false, fmt.Errorf("no ':' in %q", text)
+	}
+	label = strings.TrimSpace(label)
+	n, err := strconv.Atoi(label)
+	if err != nil {
+		if label != "" && !isDigit(label[0]) {
+			return IRQ{}, false, nil // NMI, LOC, ERR, MIS, IPI0...
+		}
+		return IRQ{}, false, fmt.Errorf("bad irq number %q", label)
+	}
+	if n < 0 {
+		return IRQ{}, false, fmt.Errorf("bad irq number %q", label)
+	}
+	fields := strings.Fields(rest)
+	irq := IRQ{Number: n, Queue: -1, Counts: make([]uint64, 0, ncols)}
+	i := 0
+	for ; i < len(fields) && i < ncols; i++ {
+		if !isDigit(fields[i][0]) {
+			break
+		}
+		c, err := strconv.ParseUint(fields[i], 10, 64)
+		if err != nil {
+			return IRQ{}, false, fmt.Errorf("irq %d: bad count %q", n, fields[i])
+		}
+		irq.Counts = append(irq.Counts, c)
+	}
+	tail := fields[i:]
+	switch len(tail) {
+	case 0:
+	case 1:
+		irq.Name = tail[0]
+	default:
+		irq.Chip = tail[0]
+		// The action names are last; shared IRQs join them with ", ".
+		j := len(tail) - 1
+		for j > 1 && strings.HasSuffix(tail[j-1], ",") {
+			j--
+		}
+		irq.Name = strings.Join(tail[j:], " ")
+	}
+	return irq, true, nil
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// readIRQs reads proc/interrupts and each IRQ's smp_affinity.
+func (f FS) readIRQs(g *gaps) []IRQ {
+	fh, err := os.Open(f.Path(interruptsPath))
+	if err != nil {
+		g.add(interruptsPath, err)
+		return []IRQ{}
+	}
+	irqs, perr := parseInterrupts(fh)
+	fh.Close()
+	if perr != nil {
+		g.add(interruptsPath, perr)
+	}
+	if irqs == nil {
+		irqs = []IRQ{}
+	}
+	for i := range irqs {
+		rel := irqDir + "/" + itoa(irqs[i].Number) + "/smp_affinity"
+		s, err := f.readString(rel)
+		if err != nil {
+			g.add(rel, err)
+			continue
+		}
+		if _, err := ParseMask(s); err != nil {
+			g.add(rel, err)
+			continue
+		}
+		irqs[i].SMPAffinity = s
+	}
+	return irqs
+}
+
+// wifiIRQDrivers are wifi driver families whose IRQs carry the driver name
+// (e.g. ath10k_ahb requests its IRQ as "ath10k_ahb", mt76 PCI drivers as
+// their module name "mt7915e").
+var wifiIRQDrivers = map[string]bool{
+	"ath9k": true, "ath10k": true, "ath11k": true, "ath12k": true,
+	"mt7603e": true, "mt7615e": true, "mt7915e": true, "mt7921e": true, "mt7996e": true,
+}
+
+// tieIRQs sets Device and Queue of each IRQ whose name says what it serves.
+// Patterns, first match wins:
+//
+//	<dev>                          the whole device (Queue -1)
+//	[<prefix>-]<dev>-TxRx-<q>      per-queue MSI-X vectors (igb, igc, ixgbe,
+//	[<prefix>-]<dev>-rx-<q>        i40e "i40e-<dev>-TxRx-<q>", ice ...)
+//	edma_rxdesc_<q>                qualcommax EDMA rx ring q: the netdev
+//	                               driven by an *edma* driver, else the one
+//	                               DSA conduit with more than q rx queues
+//	<busdev>:rx<q>                 rx queue q of the netdev whose bus device
+//	                               has that basename (ipqess "c080000.ethernet:rx1")
+//	<busdev>                       the whole device of that bus device
+//	<wifi driver>...               the wifi netdev of the only phy with that
+//	                               driver family (ath10k_ahb, mt7915e ...)
+//
+// mvpp2 names every queue vector after its netdev (mvpp2_main.c
+// mvpp2_irqs_init: request_irq(..., port->dev->name, ...)), so its IRQs tie
+// to the whole device by the first pattern. A queue number is only accepted
+// when the device has that rx queue; anything else stays untied (Device "").
+// Ambiguous matches (several devices) stay untied too.
+func tieIRQs(irqs []IRQ, devs []Device) {
+	idx := deviceIndex(devs)
+	byBus := map[string][]int{}
+	for i := range devs {
+		if b := busBase(&devs[i]); b != "" && devs[i].Kind != KindDSAUser && devs[i].Kind != KindWifi {
+			byBus[b] = append(byBus[b], i)
+		}
+	}
+	for i := range irqs {
+		irqs[i].Device, irqs[i].Queue = "", -1
+		dev, q := tieIRQ(irqs[i].Name, devs, idx, byBus)
+		if dev < 0 {
+			continue
+		}
+		if q >= 0 && q >= len(devs[dev].RxQueues) {
+			continue
+		}
+		irqs[i].Device, irqs[i].Queue = devs[dev].Name, q
+	}
+}
+
+func tieIRQ(name string, devs []Device, idx map[string]int, byBus map[string][]int) (int, int) {
+	if name == "" {
+		return -1, -1
+	}
+	if d, ok := idx[name]; ok {
+		return d, -1
+	}
+	for _, sep := range []string{"-TxRx-", "-rx-"} {
+		if p, qs, ok := cutLast(name, sep); ok {
+			q, qok := atoiStrict(qs)
+			if !qok {
+				continue
+			}
+			if d, ok := idx[p]; ok {
+				return d, q
+			}
+			// "<driver>-<dev>": the longest device name that ends p after a '-'.
+			best := -1
+			for di, d := range devs {
+				if strings.HasSuffix(p, "-"+d.Name) && (best < 0 || len(d.Name) > len(devs[best].Name)) {
+					best = di
+				}
+			}
+			if best >= 0 {
+				return best, q
+			}
+		}
+	}
+	if qs, ok := strings.CutPrefix(name, "edma_rxdesc_"); ok {
+		if q, ok := atoiStrict(qs); ok {
+			return edmaDevice(devs, q), q
+		}
+	}
+	if p, qs, ok := cutLast(name, ":rx"); ok {
+		if q, ok := atoiStrict(qs); ok {
+			if c := byBus[p]; len(c) == 1 {
+				return c[0], q
+			}
+			return -1, -1
+		}
+	}
+	if c := byBus[name]; len(c) == 1 {
+		return c[0], -1
+	}
+	return wifiDevice(name, devs), -1
+}
+
+// edmaDevice finds the netdev behind qualcommax EDMA rx ring q.
+func edmaDevice(devs []Device, q int) int {
+	var byDriver, conduits []int
+	for i, d := range devs {
+		if d.Kind == KindDSAUser {
+			continue
+		}
+		if strings.Contains(strings.ToLower(d.Driver), "edma") {
+			byDriver = append(byDriver, i)
+		}
+		if d.Kind == KindDSAConduit && len(d.RxQueues) > q {
+			conduits = append(conduits, i)
+		}
+	}
+	if len(byDriver) == 1 {
+		return byDriver[0]
+	}
+	if len(byDriver) == 0 && len(conduits) == 1 {
+		return conduits[0]
+	}
+	return -1
+}
+
+// wifiDevice ties an IRQ named after a wifi driver to the first wifi netdev
+// (by name) of the only phy driven by that driver family.
+func wifiDevice(name string, devs []Device) int {
+	fam := driverFamily(name)
+	if !wifiIRQDrivers[fam] {
+		return -1
+	}
+	phy, first := "", -1
+	for i, d := range devs {
+		if d.Kind != KindWifi || driverFamily(d.Driver) != fam {
+			continue
+		}
+		if phy != "" && d.Phy != phy {
+			return -1 // two phys of that driver: ambiguous
+		}
+		if phy == "" {
+			phy, first = d.Phy, i
+		}
+	}
+	return first
+}
+
+// driverFamily is a driver or IRQ name up to its first '_', ':' or '-'
+// ("ath10k_ahb" -> "ath10k", "mt7915e-hif" -> "mt7915e").
+func driverFamily(s string) string {
+	if i := strings.IndexAny(s, "_:-@ "); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// cutLast splits s around the last sep.
+func cutLast(s, sep string) (before, after string, ok bool) {
+	i := strings.LastIndex(s, sep)
+	if i <= 0 {
+		return "", "", false
+	}
+	return s[:i], s[i+len(sep):], true
+}
+
+// atoiStrict parses a non-negative decimal without sign or leading zeros
+// (except "0") and with a sane bound.
+func atoiStrict(s string) (int, bool) {
+	if s == "" || len(s) > 6 || (len(s) > 1 && s[0] == '0') {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if !isDigit(s[i]) {
+			return 0, false
+		}
+		n = n*10 + int(s[i]-'0')
+	}
+	return n, true
+}

@@ -1,0 +1,41 @@
+package platform
+
+import (
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// readDirNames lists a directory's entry names, sorted by name.
+func readDirNames(dir string) ([]string, error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func sortedInts(a []int) []int {
+	sort.Ints(a)
+	return a
+}
+
+// queueIndex parses "rx-12" with prefix "rx-" into 12.
+func queueIndex(name, prefix string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, prefix)
+	if !ok || rest == "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil || n < 0 || strconv.Itoa(n) != rest {
+		return 0, false
+	}
+	return n, true
+}
