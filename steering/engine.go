@@ -3,6 +3,9 @@ package steering
 import (
 	"context"
 	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/packet-steering/packet-steering/platform"
@@ -151,38 +154,298 @@ type TxQueueView struct {
 }
 
 // Engine ties reading, planning, applying and persisting together for one
-// root. It is safe for concurrent use; applies are serialised.
+// root. It is safe for concurrent use; applies are serialised, within the
+// process by a semaphore and across processes by flock on
+// <lock dir>/packet_steering.lock and the stock <lock dir>/smp_tune.lock.
 type Engine struct {
-	root string
+	root      string
+	configDir string
+	lockDir   string
+	writer    Writer
+	now       func() time.Time
+	read      func(ctx context.Context, root string) (*platform.Snapshot, error)
+
+	// sem serialises applies and mode changes in this process; a channel
+	// so that waiting honours ctx.
+	sem chan struct{}
+
+	mu        sync.Mutex // guards the fields below
+	live      *Settings  // set_mode without persist; nil: as configured
+	lastApply *ApplyRecord
+	lastGood  *platform.Config // last config read without parse errors
+}
+
+// Option configures an Engine.
+type Option func(*Engine)
+
+// WithWriter replaces the Writer (tests inject faults through it).
+func WithWriter(w Writer) Option { return func(e *Engine) { e.writer = w } }
+
+// WithClock replaces time.Now for the last-apply record.
+func WithClock(now func() time.Time) Option { return func(e *Engine) { e.now = now } }
+
+// WithLockDir makes the engine take its locks in dir instead of
+// <root>/var/lock.
+func WithLockDir(dir string) Option { return func(e *Engine) { e.lockDir = dir } }
+
+// WithReader replaces platform.Read (tests use it to hand in a snapshot).
+func WithReader(read func(ctx context.Context, root string) (*platform.Snapshot, error)) Option {
+	return func(e *Engine) { e.read = read }
 }
 
 // NewEngine returns an engine for the machine below root ("/" on a router).
-func NewEngine(root string) *Engine { return &Engine{root: root} }
+func NewEngine(root string, opts ...Option) *Engine {
+	e := &Engine{
+		root:      root,
+		configDir: filepath.Join(root, "etc", "config"),
+		lockDir:   filepath.Join(root, "var", "lock"),
+		now:       time.Now,
+		read:      platform.Read,
+		sem:       make(chan struct{}, 1),
+	}
+	for _, o := range opts {
+		o(e)
+	}
+	if e.writer == nil {
+		e.writer = NewFSWriter(root)
+	}
+	return e
+}
 
-var errNotBuilt = errors.New("steering: engine not built yet")
+// Root is the directory the engine reads and writes below.
+func (e *Engine) Root() string { return e.root }
 
-// Snapshot reads the machine.
-func (e *Engine) Snapshot(ctx context.Context) (*platform.Snapshot, error) { return nil, errNotBuilt }
+// Snapshot reads the machine as it is, config errors included.
+func (e *Engine) Snapshot(ctx context.Context) (*platform.Snapshot, error) {
+	snap, err := e.read(ctx, e.root)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", e.root, err)
+	}
+	return snap, nil
+}
 
-// Plan reads the machine and plans it.
+// state reads the machine and resolves the effective settings. While a
+// config file does not parse, the last good config stands in for it (its
+// errors stay listed in Config.Errors).
+func (e *Engine) state(ctx context.Context) (*platform.Snapshot, Settings, error) {
+	snap, err := e.Snapshot(ctx)
+	if err != nil {
+		return nil, Settings{}, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(snap.Config.Errors) == 0 {
+		cfg := snap.Config
+		e.lastGood = &cfg
+	} else if e.lastGood != nil {
+		errs := snap.Config.Errors
+		snap.Config = *e.lastGood
+		snap.Config.Errors = errs
+	}
+	if e.live != nil {
+		return snap, *e.live, nil
+	}
+	// ResolveSettings always returns usable settings; invalid values it
+	// replaced by defaults (a *SettingsError) reach the user as a plan hint.
+	s, err := ResolveSettings(snap)
+	if err != nil && !IsSettingsError(err) {
+		return nil, Settings{}, fmt.Errorf("settings: %w", err)
+	}
+	return snap, s, nil
+}
+
+func (e *Engine) plan(snap *platform.Snapshot, s Settings) (*Plan, error) {
+	flows := s.Flows
+	p, err := NewPlan(snap, PlanRequest{Mode: s.Mode, Flows: &flows})
+	if err != nil {
+		return nil, fmt.Errorf("plan %s: %w", s.Mode, err)
+	}
+	return p, nil
+}
+
+// Plan reads the machine and plans it. Zero fields of req mean "as
+// configured" (including a live set_mode override).
 func (e *Engine) Plan(ctx context.Context, req PlanRequest) (*platform.Snapshot, *Plan, error) {
-	return nil, nil, errNotBuilt
+	snap, s, err := e.state(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if req.Mode != "" {
+		m, err := ParseMode(string(req.Mode))
+		if err != nil {
+			return nil, nil, err
+		}
+		s.Mode = m
+	}
+	if req.Flows != nil {
+		if err := CheckFlows(*req.Flows); err != nil {
+			return nil, nil, err
+		}
+		s.Flows = *req.Flows
+	}
+	p, err := e.plan(snap, s)
+	if err != nil {
+		return nil, nil, err
+	}
+	return snap, p, nil
 }
 
-// Apply makes the machine match the configured plan.
+// lock takes the in-process semaphore and the file locks; the returned
+// function releases both.
+func (e *Engine) lock(ctx context.Context) (func(), error) {
+	select {
+	case e.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	fl, err := acquireFileLock(ctx, e.lockDir, LockFile, StockLockFile)
+	if err != nil {
+		<-e.sem
+		return nil, err
+	}
+	return func() { fl.release(); <-e.sem }, nil
+}
+
+// Apply makes the machine match the configured plan. An unknown device is
+// ErrInvalid; with DryRun nothing is written (and no lock file is taken).
 func (e *Engine) Apply(ctx context.Context, req ApplyRequest) (*Result, error) {
-	return nil, errNotBuilt
+	if req.Device != "" && !deviceNameRE.MatchString(req.Device) {
+		return nil, fmt.Errorf("device %q: %w", req.Device, ErrInvalid)
+	}
+	if req.Device != "" {
+		// Refuse an unknown device before taking the lock, so that a
+		// mistyped name leaves no trace (not even a lock file); it is
+		// checked again under the lock.
+		snap, err := e.Snapshot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if snapDevice(snap, req.Device) == nil {
+			return nil, fmt.Errorf("no device %q: %w", req.Device, ErrInvalid)
+		}
+	}
+	if req.DryRun {
+		select {
+		case e.sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		defer func() { <-e.sem }()
+	} else {
+		unlock, err := e.lock(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+	}
+	return e.applyLocked(ctx, req, nil)
 }
 
-// SetMode changes the mode (and flows), optionally persisting it, and applies.
+// applyLocked plans and applies; the caller holds the lock. s, when not
+// nil, replaces the effective settings.
+func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, s *Settings) (*Result, error) {
+	start := time.Now()
+	snap, eff, err := e.state(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if s != nil {
+		eff = *s
+	}
+	if req.Device != "" && snapDevice(snap, req.Device) == nil {
+		return nil, fmt.Errorf("no device %q: %w", req.Device, ErrInvalid)
+	}
+	p, err := e.plan(snap, eff)
+	if err != nil {
+		return nil, err
+	}
+	actions := p.Actions
+	if req.Device != "" {
+		actions = nil
+		for _, a := range p.Actions {
+			if actionDevice(snap, a) == req.Device {
+				actions = append(actions, a)
+			}
+		}
+	}
+	res := ApplyPlan(ctx, e.writer, snap, actions, req.DryRun)
+	res.Mode = p.Mode
+	res.DurationUS = time.Since(start).Microseconds()
+	if !req.DryRun {
+		reason := req.Reason
+		if reason == "" {
+			reason = "manual"
+		}
+		e.mu.Lock()
+		e.lastApply = &ApplyRecord{
+			Time:       e.now(),
+			Reason:     reason,
+			Changed:    len(res.Changed),
+			Failed:     len(res.Failed),
+			DurationUS: res.DurationUS,
+		}
+		e.mu.Unlock()
+	}
+	return res, nil
+}
+
+func snapDevice(snap *platform.Snapshot, name string) *platform.Device {
+	for i := range snap.Devices {
+		if snap.Devices[i].Name == name {
+			return &snap.Devices[i]
+		}
+	}
+	return nil
+}
+
+// SetMode changes the mode (and flows), optionally persisting it, and
+// applies. Flows nil keeps the current flows. An invalid mode or flows is
+// ErrInvalid with nothing written; a config write that fails leaves the live
+// state as it was and applies nothing.
 func (e *Engine) SetMode(ctx context.Context, req SetModeRequest) (*Result, error) {
-	return nil, errNotBuilt
-}
+	m, err := ParseMode(string(req.Mode))
+	if err != nil {
+		return nil, err
+	}
+	if req.Flows != nil {
+		if err := CheckFlows(*req.Flows); err != nil {
+			return nil, err
+		}
+	}
+	unlock, err := e.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 
-// Status reports the effective state.
-func (e *Engine) Status(ctx context.Context) (*Status, error) { return nil, errNotBuilt }
-
-// Queues reports devices with live and wanted values; device "" means all.
-func (e *Engine) Queues(ctx context.Context, device string) ([]DeviceQueues, error) {
-	return nil, errNotBuilt
+	_, cur, err := e.state(ctx)
+	if err != nil {
+		return nil, err
+	}
+	want := Settings{Mode: m, Flows: cur.Flows, Source: SourceLive}
+	if req.Flows != nil {
+		want.Flows = *req.Flows
+	}
+	if req.Persist {
+		if err := persistSettings(e.configDir, want.Mode, want.Flows); err != nil {
+			return nil, err
+		}
+		e.mu.Lock()
+		e.live = nil
+		e.mu.Unlock()
+	} else {
+		e.mu.Lock()
+		live := want
+		e.live = &live
+		e.mu.Unlock()
+	}
+	reason := req.Reason
+	if reason == "" {
+		reason = "set_mode " + string(m)
+	}
+	res, err := e.applyLocked(ctx, ApplyRequest{Reason: reason}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }

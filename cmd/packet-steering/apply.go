@@ -2,10 +2,109 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/packet-steering/packet-steering/steering"
 )
 
-// runApply is being built; see the issue that owns the apply subcommand.
+// runApply is `packet-steering apply`: one apply of the configured plan under
+// the same locks as the daemon (and the stock hotplug script).
 func runApply(ctx context.Context, env *cliEnv, args []string) error {
-	return errors.New("apply: not built yet")
+	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	root := fs.String("root", "/", "machine root `DIR` (a fixture root in tests)")
+	reason := fs.String("reason", "cli", "why this apply runs (shown in status)")
+	device := fs.String("device", "", "apply only this netdev `DEV` (and its NAPI threads and IRQs)")
+	dryRun := fs.Bool("dry-run", false, "show what would change, write nothing")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	fs.Usage = func() {
+		fmt.Fprintln(env.stderr, "usage: packet-steering apply [--root DIR] [--reason TEXT] [--device DEV] [--dry-run] [--json]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	eng := steering.NewEngine(*root)
+	res, err := eng.Apply(ctx, steering.ApplyRequest{Reason: *reason, Device: *device, DryRun: *dryRun})
+	if err != nil {
+		if errors.Is(err, steering.ErrInvalid) {
+			return usagef("%v", err)
+		}
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(env.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return fmt.Errorf("write result: %w", err)
+		}
+	} else if err := printResult(env.stdout, res, *dryRun); err != nil {
+		return fmt.Errorf("write result: %w", err)
+	}
+	if len(res.Failed) > 0 {
+		return &exitError{code: 1, msg: fmt.Sprintf("%d action(s) failed; their devices were rolled back", len(res.Failed))}
+	}
+	return nil
+}
+
+// printResult writes a Result as a summary line and one row per action that
+// changed, failed or was skipped.
+func printResult(w io.Writer, res *steering.Result, dryRun bool) error {
+	verb := "changed"
+	if dryRun {
+		verb = "would change"
+	}
+	if _, err := fmt.Fprintf(w, "mode %s: %d %s, %d unchanged, %d failed, %d skipped (%d µs)\n",
+		res.Mode, len(res.Changed), verb, res.Unchanged, len(res.Failed), len(res.Skipped), res.DurationUS); err != nil {
+		return err
+	}
+	if len(res.Changed)+len(res.Failed)+len(res.Skipped) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, a := range res.Changed {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s -> %s\n", verb, a.Kind, actionTarget(a), orDash(a.Current), a.Value)
+	}
+	for _, f := range res.Failed {
+		fmt.Fprintf(tw, "  failed\t%s\t%s\t%s\n", f.Action.Kind, actionTarget(f.Action), f.Error)
+	}
+	for _, s := range res.Skipped {
+		fmt.Fprintf(tw, "  skipped\t%s\t%s\t%s\n", s.Action.Kind, actionTarget(s.Action), s.Reason)
+	}
+	return tw.Flush()
+}
+
+// actionTarget names the knob an action sets, for humans.
+func actionTarget(a steering.Action) string {
+	switch a.Kind {
+	case steering.KindNAPIAffinity:
+		return fmt.Sprintf("%s (pid %d)", a.Thread, a.PID)
+	case steering.KindIRQAffinity:
+		if a.Name != "" {
+			return fmt.Sprintf("irq %d (%s)", a.IRQ, a.Name)
+		}
+		return fmt.Sprintf("irq %d", a.IRQ)
+	case steering.KindSysctl:
+		return a.Key
+	}
+	return strings.TrimSpace(a.Device + " " + a.Queue)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -2,10 +2,125 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/packet-steering/packet-steering/steering"
 )
 
-// runStatus is being built; see the issue that owns the status subcommand.
+// runStatus is `packet-steering status`: the mode in force and why, whether
+// the machine matches the plan, hints, and per-CPU softnet counters. It only
+// reads.
 func runStatus(ctx context.Context, env *cliEnv, args []string) error {
-	return errors.New("status: not built yet")
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	root := fs.String("root", "/", "machine root `DIR` (a fixture root in tests)")
+	asJSON := fs.Bool("json", false, "print the status as JSON")
+	fs.Usage = func() {
+		fmt.Fprintln(env.stderr, "usage: packet-steering status [--root DIR] [--json]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	st, err := steering.NewEngine(*root).Status(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(env.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(st); err != nil {
+			return fmt.Errorf("write status: %w", err)
+		}
+		return nil
+	}
+	if err := printStatus(env.stdout, st); err != nil {
+		return fmt.Errorf("write status: %w", err)
+	}
+	return nil
+}
+
+// printStatus writes a Status for humans: key lines, hints, then a table of
+// per-CPU softnet counters.
+func printStatus(w io.Writer, st *steering.Status) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	src := st.Configured.Source
+	if src == "" {
+		src = "default"
+	}
+	fmt.Fprintf(tw, "mode\t%s (%s, flows %d)\n", st.Mode, sourceText(src), st.Configured.Flows)
+	fmt.Fprintf(tw, "policy\t%s\n", orDash(st.Policy))
+	if st.Evidence != "" {
+		fmt.Fprintf(tw, "evidence\t%s\n", st.Evidence)
+	}
+	plat := []string{}
+	for _, s := range []string{st.Platform.Board, st.Platform.Model, st.Platform.Target} {
+		if s != "" {
+			plat = append(plat, s)
+		}
+	}
+	plat = append(plat, fmt.Sprintf("%d CPUs", st.Platform.CPUs))
+	fmt.Fprintf(tw, "platform\t%s\n", strings.Join(plat, ", "))
+	fmt.Fprintf(tw, "offload\t%s\n", st.Offload)
+	sync := "yes"
+	if !st.InSync {
+		sync = "no (run `packet-steering apply`)"
+	}
+	fmt.Fprintf(tw, "in sync\t%s\n", sync)
+	if la := st.LastApply; la != nil {
+		fmt.Fprintf(tw, "last apply\t%s, %s: %d changed, %d failed (%d µs)\n",
+			la.Time.Format(time.RFC3339), la.Reason, la.Changed, la.Failed, la.DurationUS)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, g := range st.ConfigErrors {
+		fmt.Fprintf(w, "config error: %s: %s (last good settings kept)\n", g.Path, g.Error)
+	}
+	if len(st.Hints) > 0 {
+		fmt.Fprintln(w, "hints:")
+		for _, h := range st.Hints {
+			dev := ""
+			if h.Device != "" {
+				dev = h.Device + ": "
+			}
+			fmt.Fprintf(w, "  - %s%s [%s]\n", dev, h.Text, h.ID)
+		}
+	}
+	if len(st.CPUs) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "cpu\tprocessed\tdropped\ttime_squeeze\trps_received\t")
+	for _, c := range st.CPUs {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t\n", c.CPU, c.Processed, c.Dropped, c.TimeSqueeze, c.RPSReceived)
+	}
+	return tw.Flush()
+}
+
+// sourceText says where the settings came from, in the user's words.
+func sourceText(src string) string {
+	switch src {
+	case "packet_steering":
+		return "from /etc/config/packet_steering"
+	case "network":
+		return "from network.globals"
+	case "live":
+		return "set live, not saved"
+	}
+	return "default"
 }

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/packet-steering/packet-steering/steering"
+)
+
+// cliRoot is a fixture root with one device, eth0, named in a `config
+// device` section so that every mode manages it, and its queue knobs.
+func cliRoot(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	files := map[string]string{
+		"etc/config/packet_steering":                               "config globals 'globals'\n\toption mode 'custom'\n\nconfig device\n\toption name 'eth0'\n\toption rps_cpus '2'\n",
+		"etc/config/network":                                       "config globals 'globals'\n\toption packet_steering '1'\n",
+		"sys/devices/virtual/net/eth0/queues/rx-0/rps_cpus":        "0\n",
+		"sys/devices/virtual/net/eth0/queues/rx-0/rps_flow_cnt":    "0\n",
+		"sys/devices/virtual/net/eth0/queues/tx-0/xps_cpus":        "0\n",
+		"sys/devices/virtual/net/eth0/ifindex":                     "2\n",
+		"sys/devices/virtual/net/eth0/operstate":                   "up\n",
+		"sys/devices/virtual/net/eth0/threaded":                    "0\n",
+		"sys/devices/system/cpu/online":                            "0-1\n",
+		"sys/devices/system/cpu/possible":                          "0-1\n",
+		"sys/devices/system/cpu/present":                           "0-1\n",
+		"sys/devices/system/cpu/cpu0/topology/core_id":             "0\n",
+		"sys/devices/system/cpu/cpu1/topology/core_id":             "1\n",
+		"sys/devices/system/cpu/cpu0/topology/physical_package_id": "0\n",
+		"sys/devices/system/cpu/cpu1/topology/physical_package_id": "0\n",
+		"sys/devices/system/cpu/cpu1/online":                       "1\n",
+		"proc/net/softnet_stat":                                    "00000010 00000001 00000002 00000000 00000000 00000000 00000000 00000000 00000000 00000005 00000000 00000000 00000000\n00000020 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000001\n",
+	}
+	for rel, content := range files {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	links := map[string]string{
+		"sys/class/net/eth0":       "../../devices/virtual/net/eth0",
+		"sys/bus/cpu/devices/cpu0": "../../../devices/system/cpu/cpu0",
+		"sys/bus/cpu/devices/cpu1": "../../../devices/system/cpu/cpu1",
+	}
+	for rel, target := range links {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(context.Background(), &cliEnv{stdout: &out, stderr: &errb, stdin: strings.NewReader("")}, args)
+	return code, out.String(), errb.String()
+}
+
+func rpsOf(t *testing.T, root string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "sys/class/net/eth0/queues/rx-0/rps_cpus"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func TestApplyCommand(t *testing.T) {
+	root := cliRoot(t)
+
+	// Bad input: exit 2, a message, nothing written (not even a lock file).
+	for _, args := range [][]string{
+		{"apply", "--root", root, "--bogus"},
+		{"apply", "--root", root, "extra"},
+		{"apply", "--root", root, "--device", "eth9"},
+		{"apply", "--root", root, "--device", "../x"},
+	} {
+		code, _, stderr := runCLI(t, args...)
+		if code != 2 || stderr == "" {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and a message", args, code, stderr)
+		}
+	}
+	if rpsOf(t, root) != "0" {
+		t.Fatalf("bad input wrote rps_cpus")
+	}
+	if _, err := os.Stat(filepath.Join(root, "var/lock")); err == nil {
+		t.Errorf("bad input created the lock directory")
+	}
+
+	code, stdout, stderr := runCLI(t, "apply", "--root", root, "--dry-run")
+	if code != 0 || !strings.Contains(stdout, "would change") || rpsOf(t, root) != "0" {
+		t.Fatalf("dry run: exit %d, rps %s\n%s%s", code, rpsOf(t, root), stdout, stderr)
+	}
+
+	code, stdout, stderr = runCLI(t, "apply", "--root", root, "--reason", "test", "--json")
+	if code != 0 {
+		t.Fatalf("apply: exit %d\n%s%s", code, stdout, stderr)
+	}
+	var res steering.Result
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("--json output: %v\n%s", err, stdout)
+	}
+	if res.Mode != steering.ModeCustom || len(res.Changed) == 0 || len(res.Failed) != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	if !steering.SameMask(rpsOf(t, root), "2") {
+		t.Fatalf("rps_cpus %s after apply, want the custom 2", rpsOf(t, root))
+	}
+
+	code, stdout, _ = runCLI(t, "apply", "--root", root, "--device", "eth0")
+	if code != 0 || !strings.HasPrefix(stdout, "mode custom: 0 changed") {
+		t.Fatalf("second apply: exit %d\n%s", code, stdout)
+	}
+}
+
+func TestApplyCommandFailureExit(t *testing.T) {
+	root := cliRoot(t)
+	// A directory where the knob file should be: the write fails with
+	// EISDIR, the device is rolled back, the exit status says so.
+	p := filepath.Join(root, "sys/devices/virtual/net/eth0/queues/rx-0/rps_cpus")
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "apply", "--root", root)
+	if code != 1 || !strings.Contains(stdout, "failed") || !strings.Contains(stderr, "failed") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+}
+
+func TestStatusCommand(t *testing.T) {
+	root := cliRoot(t)
+	code, stdout, stderr := runCLI(t, "status", "--root", root)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"mode", "custom (from /etc/config/packet_steering, flows 0)", "in sync", "no (run", "cpu", "processed", "time_squeeze", "rps_received"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("status lacks %q:\n%s", want, stdout)
+		}
+	}
+	if code, _, _ := runCLI(t, "apply", "--root", root); code != 0 {
+		t.Fatal("apply failed")
+	}
+	code, stdout, _ = runCLI(t, "status", "--root", root, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	var st steering.Status
+	if err := json.Unmarshal([]byte(stdout), &st); err != nil {
+		t.Fatalf("--json: %v\n%s", err, stdout)
+	}
+	if !st.InSync || st.Mode != steering.ModeCustom || len(st.CPUs) != 2 || st.CPUs[0].Processed != 16 || st.CPUs[1].RPSReceived != 0 {
+		t.Errorf("status %+v", st)
+	}
+	if code, _, stderr := runCLI(t, "status", "--root", root, "--mode", "off"); code != 2 || stderr == "" {
+		t.Errorf("unknown flag: exit %d", code)
+	}
+}

@@ -1,0 +1,320 @@
+package steering
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/packet-steering/packet-steering/platform"
+)
+
+// Names that may become part of a knob path. A device name must also exist in
+// the snapshot, a queue name in that device; the patterns keep '/', ".." and
+// white space out whatever the snapshot says.
+var (
+	deviceNameRE = regexp.MustCompile(`^[A-Za-z0-9_.:@-]+$`)
+	rxQueueRE    = regexp.MustCompile(`^rx-[0-9]+$`)
+	txQueueRE    = regexp.MustCompile(`^tx-[0-9]+$`)
+)
+
+// sysctlPaths maps the sysctl keys a plan may hold to their procfs files.
+// Nothing else under proc/sys is ever written.
+var sysctlPaths = map[string]string{
+	"net.core.rps_sock_flow_entries": "proc/sys/net/core/rps_sock_flow_entries",
+}
+
+// knob is one validated action: where it lives and how to compare values.
+type knob struct {
+	act    Action
+	path   string // file knobs: path below the root; "" for a thread
+	thread bool
+}
+
+// resolveKnob validates an action against the snapshot and derives its target.
+// The result's path is built only from names that passed both checks.
+func resolveKnob(snap *platform.Snapshot, a Action) (knob, error) {
+	k := knob{act: a}
+	dev := func() (*platform.Device, error) {
+		if !deviceNameRE.MatchString(a.Device) {
+			return nil, fmt.Errorf("device name %q: %w", a.Device, ErrInvalid)
+		}
+		for i := range snap.Devices {
+			if snap.Devices[i].Name == a.Device {
+				return &snap.Devices[i], nil
+			}
+		}
+		return nil, fmt.Errorf("device %q not in the snapshot: %w", a.Device, ErrInvalid)
+	}
+	switch a.Kind {
+	case KindRPSCPUs, KindRPSFlowCnt:
+		d, err := dev()
+		if err != nil {
+			return k, err
+		}
+		if !rxQueueRE.MatchString(a.Queue) || !slices.ContainsFunc(d.RxQueues, func(q platform.RxQueue) bool { return q.Name == a.Queue }) {
+			return k, fmt.Errorf("%s has no rx queue %q: %w", a.Device, a.Queue, ErrInvalid)
+		}
+		k.path = "sys/class/net/" + a.Device + "/queues/" + a.Queue + "/" + a.Kind
+	case KindXPSCPUs:
+		d, err := dev()
+		if err != nil {
+			return k, err
+		}
+		if !txQueueRE.MatchString(a.Queue) || !slices.ContainsFunc(d.TxQueues, func(q platform.TxQueue) bool { return q.Name == a.Queue }) {
+			return k, fmt.Errorf("%s has no tx queue %q: %w", a.Device, a.Queue, ErrInvalid)
+		}
+		k.path = "sys/class/net/" + a.Device + "/queues/" + a.Queue + "/xps_cpus"
+	case KindNAPIAffinity:
+		if !slices.ContainsFunc(snap.NAPIThreads, func(t platform.NAPIThread) bool { return t.PID == a.PID && t.Name == a.Thread }) {
+			return k, fmt.Errorf("no NAPI thread %d %q in the snapshot: %w", a.PID, a.Thread, ErrInvalid)
+		}
+		k.thread = true
+	case KindIRQAffinity:
+		if a.IRQ < 0 || !slices.ContainsFunc(snap.IRQs, func(q platform.IRQ) bool { return q.Number == a.IRQ }) {
+			return k, fmt.Errorf("no IRQ %d in the snapshot: %w", a.IRQ, ErrInvalid)
+		}
+		k.path = "proc/irq/" + strconv.Itoa(a.IRQ) + "/smp_affinity"
+	case KindSysctl:
+		p, ok := sysctlPaths[a.Key]
+		if !ok {
+			return k, fmt.Errorf("sysctl %q is not managed: %w", a.Key, ErrInvalid)
+		}
+		k.path = p
+	default:
+		return k, fmt.Errorf("unknown action kind %q: %w", a.Kind, ErrInvalid)
+	}
+	return k, nil
+}
+
+// applyRank orders a device's writes: thread and IRQ placement first, then the
+// queue masks and flow counts, then system-wide sysctls.
+func applyRank(kind string) int {
+	switch kind {
+	case KindNAPIAffinity, KindIRQAffinity:
+		return 0
+	case KindSysctl:
+		return 2
+	default:
+		return 1
+	}
+}
+
+// sameValue compares a live value with a wanted one the way the kernel
+// means them: masks and cpu lists as sets, counts as numbers after the
+// kernel's rounding.
+func sameValue(kind, live, want string) bool {
+	switch kind {
+	case KindRPSCPUs, KindXPSCPUs, KindIRQAffinity:
+		return SameMask(live, want)
+	case KindNAPIAffinity:
+		return SameList(live, want)
+	case KindRPSFlowCnt, KindSysctl:
+		l, err1 := strconv.ParseUint(live, 10, 64)
+		w, err2 := strconv.ParseUint(want, 10, 64)
+		return err1 == nil && err2 == nil && l == roundCount(w)
+	}
+	return live == want
+}
+
+// roundCount is what the kernel stores for a flow count: rps_flow_cnt and
+// net.core.rps_sock_flow_entries are rounded up to a power of two
+// (net/core/net-sysfs.c store_rps_dev_flow_table_cnt,
+// net/core/sysctl_net_core.c rps_sock_flow_sysctl), 0 stays 0.
+func roundCount(n uint64) uint64 {
+	if n == 0 {
+		return 0
+	}
+	p := uint64(1)
+	for p < n && p != 0 {
+		p <<= 1
+	}
+	if p == 0 {
+		return n
+	}
+	return p
+}
+
+// vanished reports whether err says the target is gone (device removed,
+// thread exited), which makes an action skipped rather than failed.
+func vanished(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOENT) ||
+		errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ESRCH) ||
+		errors.Is(err, ErrNotKernelThread)
+}
+
+// actionDevice is the netdev an action belongs to: its Device, or for a NAPI
+// thread or an IRQ without one, the device the snapshot ties it to ("" when
+// none).
+func actionDevice(snap *platform.Snapshot, a Action) string {
+	if a.Device != "" {
+		return a.Device
+	}
+	switch a.Kind {
+	case KindNAPIAffinity:
+		for _, t := range snap.NAPIThreads {
+			if t.PID == a.PID {
+				return t.Device
+			}
+		}
+	case KindIRQAffinity:
+		for _, q := range snap.IRQs {
+			if q.Number == a.IRQ {
+				return q.Device
+			}
+		}
+	}
+	return ""
+}
+
+// ApplyPlan makes the machine hold the actions' values. Each knob is read
+// once and written at most once (only when its live value differs). Actions
+// are applied device by device (a NAPI thread or IRQ with the device it
+// serves), thread and IRQ placement first; when a write
+// for a device fails, that device's writes of this apply are undone in reverse
+// order and its remaining actions are not attempted, while the other devices
+// still proceed. A knob whose target vanished is skipped, not failed. With
+// dryRun nothing is written and Changed lists what would change.
+//
+// ApplyPlan does not lock; callers serialise applies (Engine does).
+func ApplyPlan(ctx context.Context, w Writer, snap *platform.Snapshot, actions []Action, dryRun bool) *Result {
+	start := time.Now()
+	res := &Result{Changed: []Action{}, Failed: []Failure{}}
+
+	// Group into units in plan order, sysctls last.
+	var order []string
+	units := map[string][]Action{}
+	for _, a := range actions {
+		u := actionDevice(snap, a)
+		switch {
+		case a.Kind == KindSysctl:
+			u = "\xffsysctl " + a.Key
+		case u == "" && a.Kind == KindNAPIAffinity:
+			u = "thread " + strconv.Itoa(a.PID)
+		case u == "" && a.Kind == KindIRQAffinity:
+			u = "irq " + strconv.Itoa(a.IRQ)
+		}
+		if _, ok := units[u]; !ok {
+			order = append(order, u)
+		}
+		units[u] = append(units[u], a)
+	}
+	slices.SortStableFunc(order, func(a, b string) int {
+		return cmpBool(strings.HasPrefix(a, "\xff"), strings.HasPrefix(b, "\xff"))
+	})
+
+	for _, u := range order {
+		acts := units[u]
+		slices.SortStableFunc(acts, func(a, b Action) int { return applyRank(a.Kind) - applyRank(b.Kind) })
+		if err := ctx.Err(); err != nil {
+			for _, a := range acts {
+				res.Skipped = append(res.Skipped, Skip{Action: a, Reason: "not attempted: " + err.Error()})
+			}
+			continue
+		}
+		applyUnit(w, snap, strings.TrimPrefix(u, "\xff"), acts, dryRun, res)
+	}
+	res.DurationUS = time.Since(start).Microseconds()
+	return res
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// written is one write of this apply, kept to undo it.
+type written struct {
+	k    knob
+	prev string
+}
+
+// applyUnit applies one device's actions (already ordered) into res; unit
+// names the device (or the lone thread, IRQ or sysctl) in reports.
+func applyUnit(w Writer, snap *platform.Snapshot, unit string, acts []Action, dryRun bool, res *Result) {
+	var done []written
+	for i, a := range acts {
+		k, err := resolveKnob(snap, a)
+		if err != nil {
+			failUnit(w, unit, acts[i+1:], done, Failure{Action: a, Error: err.Error()}, res)
+			return
+		}
+		live, err := readKnob(w, k)
+		if err != nil {
+			if vanished(err) {
+				res.Skipped = append(res.Skipped, Skip{Action: a, Reason: "vanished: " + err.Error()})
+				continue
+			}
+			failUnit(w, unit, acts[i+1:], done, Failure{Action: a, Error: "read: " + err.Error()}, res)
+			return
+		}
+		a.Current = live
+		k.act = a
+		if sameValue(a.Kind, live, a.Value) {
+			res.Unchanged++
+			continue
+		}
+		if dryRun {
+			res.Changed = append(res.Changed, a)
+			continue
+		}
+		if err := writeKnob(w, k, a.Value); err != nil {
+			if vanished(err) {
+				res.Skipped = append(res.Skipped, Skip{Action: a, Reason: "vanished: " + err.Error()})
+				continue
+			}
+			failUnit(w, unit, acts[i+1:], done, Failure{Action: a, Error: err.Error()}, res)
+			return
+		}
+		done = append(done, written{k: k, prev: live})
+	}
+	for _, d := range done {
+		res.Changed = append(res.Changed, d.k.act)
+	}
+}
+
+// failUnit records a device's failure, undoes its writes of this apply in
+// reverse order and marks its remaining actions as not attempted.
+func failUnit(w Writer, unit string, rest []Action, done []written, f Failure, res *Result) {
+	res.Failed = append(res.Failed, f)
+	what := f.Action.Kind + " on " + unit
+	for i := len(done) - 1; i >= 0; i-- {
+		d := done[i]
+		if err := writeKnob(w, d.k, d.prev); err != nil && !vanished(err) {
+			undo := d.k.act
+			undo.Value, undo.Current = d.prev, d.k.act.Value
+			res.Failed = append(res.Failed, Failure{Action: undo, Error: "rollback: " + err.Error()})
+			continue
+		}
+		res.Skipped = append(res.Skipped, Skip{Action: d.k.act, Reason: "rolled back: " + what + " failed"})
+	}
+	for _, a := range rest {
+		res.Skipped = append(res.Skipped, Skip{Action: a, Reason: "not attempted: " + what + " failed"})
+	}
+}
+
+func readKnob(w Writer, k knob) (string, error) {
+	if k.thread {
+		return w.ThreadAffinity(k.act.PID, k.act.Thread)
+	}
+	return w.ReadKnob(k.path)
+}
+
+func writeKnob(w Writer, k knob, value string) error {
+	if k.thread {
+		return w.SetThreadAffinity(k.act.PID, k.act.Thread, value)
+	}
+	return w.WriteKnob(k.path, value)
+}

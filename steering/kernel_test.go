@@ -1,0 +1,190 @@
+package steering
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/packet-steering/packet-steering/internal/netnstest"
+)
+
+// kernelRootEnv passes the directory that the kernel test's child turns into
+// its root.
+const kernelRootEnv = "STEERING_KERNEL_ROOT"
+
+// The veths of the kernel test: names no host uses, so that the NAPI threads
+// (visible host-wide in /proc) are ours alone.
+var kernelVeths = []netnstest.Veth{
+	{Name: "c2s0", Peer: "c2p0", Queues: 4, Threaded: true, Addr: "198.18.20.1/30", PeerAddr: "198.18.20.2/30"},
+	{Name: "c2s1", Peer: "c2p1", Queues: 4, Threaded: true, Addr: "198.18.20.5/30", PeerAddr: "198.18.20.6/30"},
+}
+
+// TestKernelApply applies real modes to real veths with threaded NAPI: in a
+// network namespace of its own, in a child process whose root is a private
+// directory with the namespace's /sys and the host's /proc bound in, so that
+// the engine runs with root "/" (sched_setaffinity, real sysfs) while its
+// config and lock files stay in that directory.
+func TestKernelApply(t *testing.T) {
+	if netnstest.IsChild(t) {
+		kernelChild(t)
+		return
+	}
+	if testing.Short() {
+		t.Skip("kernel test in -short mode")
+	}
+	ns := netnstest.New(t, "c2")
+	for _, v := range kernelVeths {
+		ns.AddVeth(t, v)
+		if pids, err := netnstest.NAPIThreads(v.Name, v.Queues); err != nil || len(pids) < v.Queues {
+			t.Fatalf("NAPI threads of %s: %v %v", v.Name, pids, err)
+		}
+	}
+	root := t.TempDir()
+	out := ns.RunChild(t, map[string]string{kernelRootEnv: root})
+	t.Log(out)
+}
+
+// kernelChild runs inside the namespace (see TestKernelApply).
+func kernelChild(t *testing.T) {
+	root := os.Getenv(kernelRootEnv)
+	if root == "" {
+		t.Fatal("no root directory passed")
+	}
+	var devices strings.Builder
+	for _, v := range kernelVeths {
+		fmt.Fprintf(&devices, "\nconfig device\n\toption name '%s'\n\toption rps_cpus '1'\n\toption napi_cpus '1'\n", v.Name)
+	}
+	writeFixture(t, root, map[string]string{
+		"etc/config/network":         networkConfig,
+		"etc/config/firewall":        "config defaults\n\toption input 'REJECT'\n",
+		"etc/config/packet_steering": "config globals 'globals'\n\toption mode 'auto'\n" + devices.String(),
+		"var/lock/.keep":             "",
+	})
+	for _, d := range []string{"sys", "proc"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// `ip netns exec` gave this process a private mount namespace
+		// (slave to the host's) and a /sys of the network namespace.
+		if err := unix.Mount("/"+d, filepath.Join(root, d), "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			t.Fatalf("bind /%s: %v", d, err)
+		}
+	}
+	if err := unix.Chroot(root); err != nil {
+		t.Fatalf("chroot: %v", err)
+	}
+	if err := os.Chdir("/"); err != nil {
+		t.Fatal(err)
+	}
+	// net.core.rps_sock_flow_entries is global (init_net only): it must not
+	// be visible here, or flows would change the host.
+	flows := 100
+	if _, err := os.Stat("/proc/sys/net/core/rps_sock_flow_entries"); err == nil {
+		flows = 0
+		t.Log("rps_sock_flow_entries is visible in this namespace: testing with flows 0")
+	}
+
+	ctx := context.Background()
+	e := NewEngine("/")
+	for _, step := range []struct {
+		mode  Mode
+		flows int
+	}{{ModeLegacy, 0}, {ModeOff, 0}, {ModeAuto, flows}, {ModeCustom, 0}, {ModeLegacy, 0}} {
+		res, err := e.SetMode(ctx, SetModeRequest{Mode: step.mode, Flows: intp(step.flows), Persist: true, Reason: "kernel test"})
+		if err != nil {
+			t.Fatalf("set_mode %s: %v", step.mode, err)
+		}
+		if len(res.Failed) != 0 {
+			t.Fatalf("set_mode %s failed: %+v", step.mode, res.Failed)
+		}
+		t.Logf("%s: %d changed, %d unchanged, %d skipped", step.mode, len(res.Changed), res.Unchanged, len(res.Skipped))
+		checkKernelState(t, e, step.mode)
+
+		again, err := e.Apply(ctx, ApplyRequest{Reason: "again"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(again.Changed) != 0 || len(again.Failed) != 0 {
+			t.Fatalf("%s: second apply changed %v, failed %v", step.mode, again.Changed, again.Failed)
+		}
+		st, err := e.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.InSync || st.Mode != step.mode {
+			t.Fatalf("%s: status mode %s in sync %v", step.mode, st.Mode, st.InSync)
+		}
+	}
+}
+
+// checkKernelState reads the kernel's own files and affinities back and
+// compares them with the plan for mode.
+func checkKernelState(t *testing.T, e *Engine, mode Mode) {
+	t.Helper()
+	snap, p, err := e.Plan(context.Background(), PlanRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Mode != mode {
+		t.Fatalf("plan mode %s, want %s", p.Mode, mode)
+	}
+	managed := map[string]int{}
+	for _, a := range p.Actions {
+		switch a.Kind {
+		case KindRPSCPUs:
+			b, err := os.ReadFile("/sys/class/net/" + a.Device + "/queues/" + a.Queue + "/rps_cpus")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !SameMask(string(b), a.Value) {
+				t.Errorf("%s: %s/%s rps_cpus is %q, plan says %q", mode, a.Device, a.Queue, strings.TrimSpace(string(b)), a.Value)
+			}
+			managed[a.Device]++
+		case KindRPSFlowCnt:
+			b, err := os.ReadFile("/sys/class/net/" + a.Device + "/queues/" + a.Queue + "/rps_flow_cnt")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sameValue(a.Kind, strings.TrimSpace(string(b)), a.Value) {
+				t.Errorf("%s: %s/%s rps_flow_cnt is %q, plan says %q", mode, a.Device, a.Queue, strings.TrimSpace(string(b)), a.Value)
+			}
+		case KindNAPIAffinity:
+			var set unix.CPUSet
+			if err := unix.SchedGetaffinity(a.PID, &set); err != nil {
+				t.Fatalf("sched_getaffinity %d: %v", a.PID, err)
+			}
+			if got := cpuSetList(&set); !SameList(got, a.Value) {
+				t.Errorf("%s: %s (pid %d) runs on %s, plan says %s", mode, a.Thread, a.PID, got, a.Value)
+			}
+			managed[actionDevice(snap, a)]++
+		}
+	}
+	for _, v := range kernelVeths {
+		if managed[v.Name] < v.Queues {
+			t.Errorf("%s: only %d knobs of %s checked; the plan must manage the configured veths", mode, managed[v.Name], v.Name)
+		}
+	}
+	if mode == ModeOff {
+		for _, v := range kernelVeths {
+			for q := 0; q < v.Queues; q++ {
+				b, _ := os.ReadFile(fmt.Sprintf("/sys/class/net/%s/queues/rx-%d/rps_cpus", v.Name, q))
+				if !SameMask(string(b), "0") {
+					t.Errorf("off: %s rx-%d rps_cpus %q", v.Name, q, b)
+				}
+			}
+		}
+	}
+	if mode == ModeCustom {
+		for _, v := range kernelVeths {
+			b, _ := os.ReadFile("/sys/class/net/" + v.Name + "/queues/rx-0/rps_cpus")
+			if !SameMask(string(b), "1") {
+				t.Errorf("custom: %s rx-0 rps_cpus %q, want the override 1", v.Name, b)
+			}
+		}
+	}
+}

@@ -1,0 +1,85 @@
+package steering
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Lock files below the lock directory (<root>/var/lock by default).
+// smp_tune.lock is the one the stock hotplug script flocks
+// (`exec 512>/var/lock/smp_tune.lock; flock 512` in netifd's
+// packet-steering.sh), so holding it keeps the stock script out too.
+const (
+	LockFile      = "packet_steering.lock"
+	StockLockFile = "smp_tune.lock"
+)
+
+// lockPoll is how often a contended lock is retried.
+const lockPoll = 5 * time.Millisecond
+
+// fileLock is a set of held flock(2) locks.
+type fileLock struct {
+	files []*os.File
+}
+
+// acquireFileLock takes exclusive flocks on every name below dir, in order,
+// creating dir and the files as needed. It polls with LOCK_NB so that ctx can
+// cancel the wait; on cancellation or error nothing stays locked.
+func acquireFileLock(ctx context.Context, dir string, names ...string) (*fileLock, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("lock dir: %w", err)
+	}
+	l := &fileLock{}
+	for _, n := range names {
+		p := filepath.Join(dir, n)
+		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			l.release()
+			return nil, fmt.Errorf("open lock: %w", err)
+		}
+		if err := flockWait(ctx, f); err != nil {
+			f.Close()
+			l.release()
+			return nil, fmt.Errorf("lock %s: %w", p, err)
+		}
+		l.files = append(l.files, f)
+	}
+	return l, nil
+}
+
+func flockWait(ctx context.Context, f *os.File) error {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			return err
+		}
+		t.Reset(lockPoll)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// release drops the locks in reverse order. Closing the file drops its flock.
+func (l *fileLock) release() {
+	if l == nil {
+		return
+	}
+	for i := len(l.files) - 1; i >= 0; i-- {
+		l.files[i].Close()
+	}
+	l.files = nil
+}

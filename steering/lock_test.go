@@ -1,0 +1,170 @@
+package steering
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// lockHelperEnv marks the re-executed test binary as a lock-holding helper;
+// its value is the lock directory.
+const lockHelperEnv = "STEERING_LOCK_HELPER_DIR"
+
+// holdLockRounds appends "begin ID" and "end ID" lines to dir/log while
+// holding the engine's locks, rounds times, with a pause inside.
+func holdLockRounds(ctx context.Context, e *Engine, dir, id string, rounds int) error {
+	for i := 0; i < rounds; i++ {
+		unlock, err := e.lock(ctx)
+		if err != nil {
+			return err
+		}
+		err = appendLine(filepath.Join(dir, "log"), "begin "+id)
+		time.Sleep(500 * time.Microsecond)
+		if err == nil {
+			err = appendLine(filepath.Join(dir, "log"), "end "+id)
+		}
+		unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(line + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// TestLockHelperProcess is not a test: it is the body of the helper processes
+// TestLockSerialisesProcesses starts.
+func TestLockHelperProcess(t *testing.T) {
+	dir := os.Getenv(lockHelperEnv)
+	if dir == "" {
+		t.Skip("helper process only")
+	}
+	e := NewEngine(dir, WithLockDir(dir))
+	if err := holdLockRounds(context.Background(), e, dir, fmt.Sprint(os.Getpid()), 30); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkNoInterleave verifies the log holds begin/end pairs of one holder.
+func checkNoInterleave(t *testing.T, log string, wantPairs int) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	if len(lines) != 2*wantPairs {
+		t.Fatalf("%d log lines, want %d", len(lines), 2*wantPairs)
+	}
+	holders := map[string]bool{}
+	for i := 0; i < len(lines); i += 2 {
+		b, e := lines[i], lines[i+1]
+		id := strings.TrimPrefix(b, "begin ")
+		if !strings.HasPrefix(b, "begin ") || e != "end "+id {
+			t.Fatalf("lines %d-%d interleave: %q, %q", i+1, i+2, b, e)
+		}
+		holders[id] = true
+	}
+	if len(holders) < 2 {
+		t.Fatalf("only %d holder(s) took the lock", len(holders))
+	}
+}
+
+func TestLockSerialisesProcesses(t *testing.T) {
+	dir := t.TempDir()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmds []*exec.Cmd
+	for i := 0; i < 2; i++ {
+		c := exec.Command(exe, "-test.run", "^TestLockHelperProcess$", "-test.count=1")
+		c.Env = append(os.Environ(), lockHelperEnv+"="+dir)
+		out := &strings.Builder{}
+		c.Stdout, c.Stderr = out, out
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, c)
+	}
+	for _, c := range cmds {
+		if err := c.Wait(); err != nil {
+			t.Fatalf("helper: %v\n%s", err, c.Stdout)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkNoInterleave(t, string(b), 60)
+	for _, n := range []string{LockFile, StockLockFile} {
+		if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
+			t.Errorf("lock file %s: %v", n, err)
+		}
+	}
+}
+
+func TestLockSerialisesGoroutines(t *testing.T) {
+	dir := t.TempDir()
+	e := NewEngine(dir, WithLockDir(dir))
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	for i := 0; i < 3; i++ {
+		wg.Add(1)
+		go func(id int) {
+			defer wg.Done()
+			errs <- holdLockRounds(context.Background(), e, dir, fmt.Sprint("g", id), 10)
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "log"))
+	checkNoInterleave(t, string(b), 30)
+}
+
+func TestLockHonoursStockLockAndContext(t *testing.T) {
+	dir := t.TempDir()
+	// Another holder of the stock hotplug lock only (as the stock script
+	// would hold it).
+	other, err := acquireFileLock(context.Background(), dir, StockLockFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := NewEngine(dir, WithLockDir(dir))
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := e.lock(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("lock while smp_tune.lock is held: %v, want deadline exceeded", err)
+	}
+	// Nothing stays held after the failed attempt: our own lock is free.
+	mine, err := acquireFileLock(context.Background(), dir, LockFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine.release()
+	other.release()
+	unlock, err := e.lock(context.Background())
+	if err != nil {
+		t.Fatalf("lock after release: %v", err)
+	}
+	unlock()
+}

@@ -1,0 +1,405 @@
+package steering
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/packet-steering/packet-steering/internal/uci"
+)
+
+const networkConfig = `
+config interface 'loopback'
+	option device 'lo'
+	option proto 'static'
+
+config globals 'globals'
+	option ula_prefix 'fd00:1::/48'
+	option packet_steering '1'
+
+config device
+	option name 'br-lan'
+	option type 'bridge'
+`
+
+// configRoot returns a root holding only etc/config files.
+func configRoot(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	m := map[string]string{}
+	for name, content := range files {
+		m["etc/config/"+name] = content
+	}
+	writeFixture(t, root, m)
+	if err := os.MkdirAll(filepath.Join(root, "etc/config"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func loadUCI(t *testing.T, root, name string) *uci.Package {
+	t.Helper()
+	p, err := uci.Load(filepath.Join(root, "etc/config"), name)
+	if err != nil {
+		t.Fatalf("load %s: %v", name, err)
+	}
+	return p
+}
+
+func TestSetModePersistRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		files       map[string]string
+		mode        Mode
+		flows       int
+		wantNetwork string
+	}{
+		{"off over stock network", map[string]string{"network": networkConfig}, ModeOff, 0, "0"},
+		{"all with flows", map[string]string{"network": networkConfig}, ModeAll, 256, "2"},
+		{"legacy", map[string]string{"network": networkConfig}, ModeLegacy, 0, "1"},
+		{"auto", map[string]string{"network": networkConfig}, ModeAuto, 128, "1"},
+		{"custom keeps device sections", map[string]string{"network": networkConfig,
+			"packet_steering": "config globals 'globals'\n\toption mode 'auto'\n\nconfig device\n\toption name 'eth0'\n\toption rps_cpus '2'\n"},
+			ModeCustom, 64, "1"},
+		{"no network globals section", map[string]string{"network": "config interface 'lan'\n\toption proto 'static'\n"}, ModeOff, 0, "0"},
+		{"no config files at all", nil, ModeAll, 32, "2"},
+		{"anonymous globals sections", map[string]string{"network": "config globals\n\toption packet_steering '0'\n",
+			"packet_steering": "config globals\n\toption mode 'off'\n"}, ModeLegacy, 0, "1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := configRoot(t, tc.files)
+			e := NewEngine(root)
+			if _, err := e.SetMode(context.Background(), SetModeRequest{Mode: tc.mode, Flows: intp(tc.flows), Persist: true}); err != nil {
+				t.Fatal(err)
+			}
+			ps := loadUCI(t, root, "packet_steering")
+			g := ps.SectionsOfType("globals")
+			if len(g) != 1 {
+				t.Fatalf("%d globals sections in packet_steering", len(g))
+			}
+			if m, _ := g[0].Get("mode"); m != string(tc.mode) {
+				t.Errorf("packet_steering mode %q, want %q", m, tc.mode)
+			}
+			if f, _ := g[0].Get("flows"); f != strconv.Itoa(tc.flows) {
+				t.Errorf("packet_steering flows %q, want %d", f, tc.flows)
+			}
+			net := loadUCI(t, root, "network")
+			ng := net.SectionsOfType("globals")
+			if len(ng) != 1 {
+				t.Fatalf("%d globals sections in network", len(ng))
+			}
+			if v, _ := ng[0].Get("packet_steering"); v != tc.wantNetwork {
+				t.Errorf("network packet_steering %q, want %q", v, tc.wantNetwork)
+			}
+			if v, _ := ng[0].Get("steering_flows"); v != strconv.Itoa(tc.flows) {
+				t.Errorf("network steering_flows %q, want %d", v, tc.flows)
+			}
+			if strings.Contains(tc.files["network"], "ula_prefix") {
+				if v, _ := ng[0].Get("ula_prefix"); v != "fd00:1::/48" {
+					t.Errorf("other network options lost: ula_prefix %q", v)
+				}
+				if len(net.SectionsOfType("interface")) != 1 || len(net.SectionsOfType("device")) != 1 {
+					t.Errorf("other network sections lost")
+				}
+			}
+			if strings.Contains(tc.files["packet_steering"], "config device") && len(ps.SectionsOfType("device")) != 1 {
+				t.Errorf("device sections lost")
+			}
+			// A restarted engine resolves the same settings from disk.
+			st, err := NewEngine(root).Status(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := Settings{Mode: tc.mode, Flows: tc.flows, Source: SourcePacketSteering}
+			if st.Configured != want {
+				t.Errorf("after restart configured = %+v, want %+v", st.Configured, want)
+			}
+		})
+	}
+}
+
+func readAllFiles(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			b, _ := os.ReadFile(p)
+			out[strings.TrimPrefix(p, dir)] = string(b)
+		}
+		return nil
+	})
+	return out
+}
+
+func TestSetModeLiveAndInvalid(t *testing.T) {
+	root := configRoot(t, map[string]string{"network": networkConfig})
+	before := readAllFiles(t, root)
+	e := NewEngine(root)
+	ctx := context.Background()
+
+	for _, req := range []SetModeRequest{
+		{Mode: "turbo", Persist: true},
+		{Mode: "", Persist: true},
+		{Mode: ModeAuto, Flows: intp(-1), Persist: true},
+		{Mode: ModeAuto, Flows: intp(MaxFlows + 1), Persist: true},
+		{Mode: ModeAuto, Flows: intp(1 << 40)},
+	} {
+		if _, err := e.SetMode(ctx, req); !errors.Is(err, ErrInvalid) {
+			t.Errorf("SetMode(%+v) = %v, want ErrInvalid", req, err)
+		}
+	}
+	if after := readAllFiles(t, root); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("invalid requests wrote files:\nbefore %v\nafter  %v", before, after)
+	}
+
+	// Without persist: live only, files untouched, gone after a restart.
+	res, err := e.SetMode(ctx, SetModeRequest{Mode: ModeOff, Flows: intp(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Mode != ModeOff {
+		t.Errorf("result mode %q, want off", res.Mode)
+	}
+	st, err := e.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Configured != (Settings{Mode: ModeOff, Source: SourceLive}) || st.Mode != ModeOff {
+		t.Errorf("live status %+v / %s, want off from live", st.Configured, st.Mode)
+	}
+	if st.LastApply == nil || !strings.Contains(st.LastApply.Reason, "off") {
+		t.Errorf("last apply %+v, want the set_mode apply", st.LastApply)
+	}
+	for name, content := range readAllFiles(t, filepath.Join(root, "etc")) {
+		if before["/etc"+name] != content {
+			t.Errorf("live set_mode changed %s", name)
+		}
+	}
+	st, _ = NewEngine(root).Status(ctx)
+	if st.Configured.Mode != ModeAuto || st.Configured.Source != SourceNetwork {
+		t.Errorf("after restart %+v, want auto from network", st.Configured)
+	}
+	// Flows nil keeps the flows in force.
+	if _, err := e.SetMode(ctx, SetModeRequest{Mode: ModeAll, Flows: intp(512)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.SetMode(ctx, SetModeRequest{Mode: ModeLegacy}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := e.Status(ctx); st.Configured != (Settings{Mode: ModeLegacy, Flows: 512, Source: SourceLive}) {
+		t.Errorf("flows not kept: %+v", st.Configured)
+	}
+	// A persisted set_mode ends the live override.
+	if _, err := e.SetMode(ctx, SetModeRequest{Mode: ModeAll, Persist: true}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := e.Status(ctx); st.Configured != (Settings{Mode: ModeAll, Flows: 512, Source: SourcePacketSteering}) {
+		t.Errorf("after persist: %+v", st.Configured)
+	}
+}
+
+// makeReadOnly makes dir refuse new files, also for root (who ignores
+// permission bits) by the immutable attribute; it skips the test when
+// neither works here.
+func makeReadOnly(t *testing.T, dir string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if err := os.Chmod(dir, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Chmod(dir, 0o755) })
+		return
+	}
+	if _, err := exec.LookPath("chattr"); err != nil {
+		t.Skip("needs chattr to make a directory read-only for root")
+	}
+	if out, err := exec.Command("chattr", "+i", dir).CombinedOutput(); err != nil {
+		t.Skipf("chattr +i not supported here: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("chattr", "-i", dir).Run() })
+	if f, err := os.CreateTemp(dir, "probe"); err == nil {
+		f.Close()
+		os.Remove(f.Name())
+		t.Skip("immutable directory still accepts files")
+	}
+}
+
+func TestSetModeReadOnlyConfigDir(t *testing.T) {
+	root := configRoot(t, map[string]string{"network": networkConfig})
+	writeFixture(t, root, map[string]string{"var/lock/.keep": ""})
+	e := NewEngine(root)
+	ctx := context.Background()
+	before, err := e.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	makeReadOnly(t, filepath.Join(root, "etc/config"))
+	filesBefore := readAllFiles(t, filepath.Join(root, "etc"))
+
+	_, err = e.SetMode(ctx, SetModeRequest{Mode: ModeOff, Flows: intp(0), Persist: true})
+	if err == nil || errors.Is(err, ErrInvalid) {
+		t.Fatalf("SetMode on a read-only config dir: %v, want a write error", err)
+	}
+	if !strings.Contains(err.Error(), "packet_steering") {
+		t.Errorf("error %q does not say which file", err)
+	}
+	after, err := e.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Configured != before.Configured || after.LastApply != nil {
+		t.Errorf("live state changed: %+v -> %+v, last apply %+v", before.Configured, after.Configured, after.LastApply)
+	}
+	if got := readAllFiles(t, filepath.Join(root, "etc")); fmt.Sprint(got) != fmt.Sprint(filesBefore) {
+		t.Errorf("config files changed:\n%v\n%v", filesBefore, got)
+	}
+}
+
+func TestCorruptConfigKeepsLastGood(t *testing.T) {
+	good := "config globals 'globals'\n\toption mode 'legacy'\n\toption flows '64'\n"
+	root := configRoot(t, map[string]string{"network": networkConfig, "packet_steering": good})
+	e := NewEngine(root)
+	ctx := context.Background()
+	st, err := e.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Settings{Mode: ModeLegacy, Flows: 64, Source: SourcePacketSteering}
+	if st.Configured != want || len(st.ConfigErrors) != 0 {
+		t.Fatalf("good config: %+v, errors %v", st.Configured, st.ConfigErrors)
+	}
+
+	corrupt := "config globals 'globals'\n\toption mode 'off\n" // unterminated quote
+	path := filepath.Join(root, "etc/config/packet_steering")
+	if err := os.WriteFile(path, []byte(corrupt), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err = e.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Configured != want {
+		t.Errorf("corrupt config: configured %+v, want the last good %+v", st.Configured, want)
+	}
+	if len(st.ConfigErrors) != 1 || st.ConfigErrors[0].Path != "etc/config/packet_steering" {
+		t.Errorf("config errors %+v, want the packet_steering parse error", st.ConfigErrors)
+	}
+	res, err := e.Apply(ctx, ApplyRequest{Reason: "test"})
+	if err != nil || res.Mode != ModeLegacy {
+		t.Errorf("apply with a corrupt file: %v, mode %v; want the last good legacy", err, res)
+	}
+	if _, err := e.SetMode(ctx, SetModeRequest{Mode: ModeAll, Persist: true}); err == nil {
+		t.Errorf("set_mode persisted over a corrupt file")
+	}
+	if b, _ := os.ReadFile(path); string(b) != corrupt {
+		t.Errorf("corrupt file rewritten:\n%s", b)
+	}
+
+	// An engine that never saw a good config reports the error and runs
+	// the default.
+	st, err = NewEngine(root).Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.ConfigErrors) != 1 || st.Configured.Source == SourcePacketSteering {
+		t.Errorf("fresh engine on a corrupt file: %+v, errors %v", st.Configured, st.ConfigErrors)
+	}
+}
+
+// uciHelperEnv marks the re-executed test binary as a concurrent UCI writer;
+// its value is the config dir.
+const uciHelperEnv = "STEERING_UCI_HELPER_DIR"
+
+// TestUCIWriterHelperProcess is not a test: it is another process changing
+// packet_steering while TestSetModeRace runs.
+func TestUCIWriterHelperProcess(t *testing.T) {
+	dir := os.Getenv(uciHelperEnv)
+	if dir == "" {
+		t.Skip("helper process only")
+	}
+	for i := 0; i < 40; i++ {
+		err := uci.Update(dir, "packet_steering", func(p *uci.Package) error {
+			s := p.Section("@device[0]")
+			if s == nil {
+				var err error
+				if s, err = p.AddSection("device", ""); err != nil {
+					return err
+				}
+			}
+			if err := p.Set(s.Name, "name", "eth0"); err != nil {
+				return err
+			}
+			return p.Set(s.Name, "rps_cpus", strconv.FormatInt(int64(i%15+1), 16))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestSetModeRace(t *testing.T) {
+	for round := 0; round < 5; round++ {
+		root := configRoot(t, map[string]string{"network": networkConfig})
+		dir := filepath.Join(root, "etc/config")
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		helper := exec.Command(exe, "-test.run", "^TestUCIWriterHelperProcess$", "-test.count=1")
+		helper.Env = append(os.Environ(), uciHelperEnv+"="+dir)
+		var out strings.Builder
+		helper.Stdout, helper.Stderr = &out, &out
+		if err := helper.Start(); err != nil {
+			t.Fatal(err)
+		}
+		reqs := []SetModeRequest{
+			{Mode: ModeOff, Flows: intp(0), Persist: true},
+			{Mode: ModeAll, Flows: intp(4096), Persist: true},
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, len(reqs))
+		for i, r := range reqs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Separate engines: only the file locks order them.
+				for j := 0; j < 5 && errs[i] == nil; j++ {
+					_, errs[i] = NewEngine(root).SetMode(context.Background(), r)
+				}
+			}()
+		}
+		wg.Wait()
+		if err := helper.Wait(); err != nil {
+			t.Fatalf("helper: %v\n%s", err, out.String())
+		}
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		ps := loadUCI(t, root, "packet_steering")
+		net := loadUCI(t, root, "network")
+		mode, _ := ps.Get("globals", "mode")
+		flows, _ := ps.Get("globals", "flows")
+		nv, _ := net.Get("@globals[0]", "packet_steering")
+		nf, _ := net.Get("@globals[0]", "steering_flows")
+		got := mode + "/" + flows + "/" + nv + "/" + nf
+		if got != "off/0/0/0" && got != "all/4096/2/4096" {
+			t.Fatalf("round %d: final state %s is not one of the requests", round, got)
+		}
+		if len(ps.SectionsOfType("globals")) != 1 || len(ps.SectionsOfType("device")) != 1 {
+			t.Fatalf("round %d: sections %d globals, %d device", round, len(ps.SectionsOfType("globals")), len(ps.SectionsOfType("device")))
+		}
+		// The helper's last write (round 39: 39%15+1 = 10) must survive.
+		if v, _ := ps.Get("@device[0]", "rps_cpus"); v != "a" {
+			t.Fatalf("round %d: helper's last write lost: rps_cpus %q", round, v)
+		}
+	}
+}

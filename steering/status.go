@@ -1,0 +1,76 @@
+package steering
+
+import (
+	"context"
+)
+
+// inSync reports whether every action's live value already equals its
+// wanted value, compared as the kernel means them. A knob the snapshot could
+// not read (no such file here, e.g. net.core.rps_sock_flow_entries inside a
+// network namespace other than the initial one) cannot be out of sync: the
+// applier skips it as vanished.
+func inSync(p *Plan) bool {
+	for _, a := range p.Actions {
+		if a.Current == "" || (a.Kind == KindSysctl && a.Current == "-1") {
+			continue
+		}
+		if !sameValue(a.Kind, a.Current, a.Value) {
+			return false
+		}
+	}
+	return true
+}
+
+// Status reports the effective state: the mode in force and where it comes
+// from, the policy and its evidence, whether the live knobs equal the plan,
+// the last apply, hints and per-CPU softnet counters. It only reads.
+func (e *Engine) Status(ctx context.Context) (*Status, error) {
+	snap, s, err := e.state(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, err := e.plan(snap, s)
+	if err != nil {
+		return nil, err
+	}
+	st := &Status{
+		Mode:         p.Mode,
+		Configured:   s,
+		Policy:       p.Policy,
+		Evidence:     p.Evidence,
+		Offload:      Offload(snap),
+		InSync:       inSync(p),
+		Hints:        p.Hints,
+		CPUs:         make([]CPUStat, 0, len(snap.Softnet)),
+		ConfigErrors: snap.Config.Errors,
+		Platform: PlatformInfo{
+			Board:  snap.Identity.Board,
+			Model:  snap.Identity.Model,
+			Target: snap.Identity.Target,
+		},
+	}
+	if st.Hints == nil {
+		st.Hints = []Hint{}
+	}
+	for _, c := range snap.CPUs {
+		if c.Online {
+			st.Platform.CPUs++
+		}
+	}
+	for _, n := range snap.Softnet {
+		st.CPUs = append(st.CPUs, CPUStat{
+			CPU:         n.CPU,
+			Processed:   n.Processed,
+			Dropped:     n.Dropped,
+			TimeSqueeze: n.TimeSqueeze,
+			RPSReceived: n.RPSReceived,
+		})
+	}
+	e.mu.Lock()
+	if e.lastApply != nil {
+		la := *e.lastApply
+		st.LastApply = &la
+	}
+	e.mu.Unlock()
+	return st, nil
+}

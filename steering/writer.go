@@ -1,0 +1,272 @@
+package steering
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Writer is the applier's only way to touch the machine: it reads and writes
+// knob files (sysfs, procfs) below a root and reads and sets the CPU affinity
+// of kernel threads. Paths are slash-separated and relative to the root; the
+// applier derives them from validated names only.
+//
+// Errors must keep the kernel's errno reachable with errors.Is (an
+// *fs.PathError or a unix.Errno), so that a vanished target (ENOENT, ENODEV,
+// ESRCH) can be told from a refused value (EINVAL).
+type Writer interface {
+	// ReadKnob returns the file's content without surrounding white space.
+	ReadKnob(rel string) (string, error)
+	// WriteKnob writes value to an existing file; it never creates one.
+	WriteKnob(rel, value string) error
+	// ThreadAffinity returns the cpu list (e.g. "0-3") kernel thread pid
+	// may run on. comm is the thread name the caller expects.
+	ThreadAffinity(pid int, comm string) (string, error)
+	// SetThreadAffinity restricts kernel thread pid to the cpu list. It
+	// refuses (ErrNotKernelThread) when pid is no longer a kernel thread
+	// named comm.
+	SetThreadAffinity(pid int, comm, cpus string) error
+}
+
+// ErrNotKernelThread is returned when a PID names a user process or a
+// different thread than the plan expected; such a PID is never touched.
+var ErrNotKernelThread = errors.New("not the expected kernel thread")
+
+// pfKthread is PF_KTHREAD from include/linux/sched.h: the flags field (the
+// ninth of /proc/PID/stat, see proc_pid_stat(5)) of a kernel thread has it.
+const pfKthread = 0x00200000
+
+// FSWriter is the Writer for a machine below Root. With Root "/" thread
+// affinity goes through sched_setaffinity(2); below any other root (a fixture)
+// the Cpus_allowed_list and Cpus_allowed lines of proc/PID/status are
+// rewritten instead, so tests never pin a real thread.
+type FSWriter struct {
+	Root string
+}
+
+// NewFSWriter returns the Writer for root.
+func NewFSWriter(root string) *FSWriter { return &FSWriter{Root: root} }
+
+func (w *FSWriter) real() bool { return filepath.Clean(w.Root) == "/" }
+
+func (w *FSWriter) path(rel string) (string, error) {
+	if rel == "" || filepath.IsAbs(rel) || strings.Contains(rel, "..") {
+		return "", fmt.Errorf("steering: refusing knob path %q", rel)
+	}
+	return filepath.Join(w.Root, filepath.FromSlash(rel)), nil
+}
+
+// ReadKnob implements Writer.
+func (w *FSWriter) ReadKnob(rel string) (string, error) {
+	p, err := w.path(rel)
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "", err
+	}
+	return string(bytes.TrimSpace(b)), nil
+}
+
+// WriteKnob implements Writer. The value goes out in one write(2), followed by
+// a newline as `echo` would send it; sysfs and procfs parse either.
+func (w *FSWriter) WriteKnob(rel, value string) error {
+	p, err := w.path(rel)
+	if err != nil {
+		return err
+	}
+	// O_TRUNC matters only for fixture files; sysfs and procfs ignore it.
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write([]byte(value + "\n"))
+	cerr := f.Close()
+	if werr != nil {
+		return werr
+	}
+	if cerr != nil {
+		return fmt.Errorf("close %s: %w", rel, cerr)
+	}
+	return nil
+}
+
+// checkKernelThread reads proc/PID/stat below the root and verifies that the
+// PID is a kernel thread named comm.
+func (w *FSWriter) checkKernelThread(pid int, comm string) error {
+	if pid <= 0 {
+		return fmt.Errorf("pid %d: %w", pid, ErrNotKernelThread)
+	}
+	rel := "proc/" + strconv.Itoa(pid) + "/stat"
+	stat, err := w.ReadKnob(rel)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("pid %d: %w", pid, unix.ESRCH)
+		}
+		return err
+	}
+	name, flags, err := parseStat(stat)
+	if err != nil {
+		return fmt.Errorf("%s: %w", rel, err)
+	}
+	if flags&pfKthread == 0 {
+		return fmt.Errorf("pid %d (%s) is a user process: %w", pid, name, ErrNotKernelThread)
+	}
+	if name != comm {
+		return fmt.Errorf("pid %d is now %q, not %q: %w", pid, name, comm, ErrNotKernelThread)
+	}
+	return nil
+}
+
+// parseStat returns the comm and the flags of a /proc/PID/stat line. The comm
+// is in parentheses and may itself hold spaces and parentheses, so the fields
+// after it are counted from the last ')' (see proc_pid_stat(5)).
+func parseStat(stat string) (comm string, flags uint64, err error) {
+	open := strings.IndexByte(stat, '(')
+	closing := strings.LastIndexByte(stat, ')')
+	if open < 0 || closing < open {
+		return "", 0, errors.New("no (comm) field")
+	}
+	comm = stat[open+1 : closing]
+	rest := strings.Fields(stat[closing+1:])
+	// rest[0] is state (field 3); flags is field 9.
+	if len(rest) < 7 {
+		return "", 0, fmt.Errorf("%d fields after comm, want at least 7", len(rest))
+	}
+	flags, err = strconv.ParseUint(rest[6], 10, 64)
+	if err != nil {
+		return "", 0, fmt.Errorf("flags field: %w", err)
+	}
+	return comm, flags, nil
+}
+
+// ThreadAffinity implements Writer.
+func (w *FSWriter) ThreadAffinity(pid int, comm string) (string, error) {
+	if err := w.checkKernelThread(pid, comm); err != nil {
+		return "", err
+	}
+	if w.real() {
+		var set unix.CPUSet
+		if err := unix.SchedGetaffinity(pid, &set); err != nil {
+			return "", fmt.Errorf("sched_getaffinity %d: %w", pid, err)
+		}
+		return cpuSetList(&set), nil
+	}
+	rel := "proc/" + strconv.Itoa(pid) + "/status"
+	status, err := w.ReadKnob(rel)
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(status, "\n") {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", fmt.Errorf("%s: no Cpus_allowed_list line", rel)
+}
+
+// SetThreadAffinity implements Writer.
+func (w *FSWriter) SetThreadAffinity(pid int, comm, cpus string) error {
+	set, err := ParseList(cpus)
+	if err != nil {
+		return fmt.Errorf("cpu list %q: %w", cpus, err)
+	}
+	if err := w.checkKernelThread(pid, comm); err != nil {
+		return err
+	}
+	if w.real() {
+		var us unix.CPUSet
+		for _, c := range set.CPUs() {
+			if c >= len(us)*64 {
+				return fmt.Errorf("cpu %d beyond the sched_setaffinity set: %w", c, unix.EINVAL)
+			}
+			us.Set(c)
+		}
+		if err := unix.SchedSetaffinity(pid, &us); err != nil {
+			return fmt.Errorf("sched_setaffinity %d: %w", pid, err)
+		}
+		return nil
+	}
+	return w.rewriteStatus(pid, set)
+}
+
+// rewriteStatus is the fixture form of sched_setaffinity: the two lines of
+// proc/PID/status that show the affinity are replaced, the rest is kept.
+func (w *FSWriter) rewriteStatus(pid int, set CPUSet) error {
+	rel := "proc/" + strconv.Itoa(pid) + "/status"
+	p, err := w.path(rel)
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	lines := strings.Split(string(b), "\n")
+	found := false
+	for i, line := range lines {
+		switch {
+		case strings.HasPrefix(line, "Cpus_allowed_list:"):
+			lines[i] = "Cpus_allowed_list:\t" + set.List()
+			found = true
+		case strings.HasPrefix(line, "Cpus_allowed:"):
+			old := strings.TrimSpace(strings.TrimPrefix(line, "Cpus_allowed:"))
+			lines[i] = "Cpus_allowed:\t" + kernelWidthMask(set, old)
+		}
+	}
+	if !found {
+		return fmt.Errorf("%s: no Cpus_allowed_list line", rel)
+	}
+	return w.WriteKnob(rel, strings.TrimRight(strings.Join(lines, "\n"), "\n"))
+}
+
+// kernelWidthMask formats set as the kernel prints Cpus_allowed: as wide as
+// the mask it replaces, since the kernel prints every mask nr_cpu_ids bits
+// wide (%*pb).
+func kernelWidthMask(set CPUSet, old string) string {
+	nbits := 0
+	for _, g := range strings.Split(old, ",") {
+		if nbits > 0 {
+			nbits += 32
+			continue
+		}
+		nbits = 4 * len(g)
+	}
+	if nbits < set.Max()+1 {
+		return set.Mask()
+	}
+	return set.KernelMask(nbits)
+}
+
+// cpuSetList formats a unix.CPUSet as a cpu list ("0-3,6").
+func cpuSetList(s *unix.CPUSet) string {
+	var b strings.Builder
+	n := len(s) * 64
+	for c := 0; c < n; c++ {
+		if !s.IsSet(c) {
+			continue
+		}
+		end := c
+		for end+1 < n && s.IsSet(end+1) {
+			end++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(c))
+		if end > c {
+			b.WriteByte('-')
+			b.WriteString(strconv.Itoa(end))
+		}
+		c = end
+	}
+	return b.String()
+}

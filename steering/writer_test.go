@@ -1,0 +1,142 @@
+package steering
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// writeFixture creates files below root; content "" creates a directory.
+func writeFixture(t *testing.T, root string, files map[string]string) {
+	t.Helper()
+	for rel, content := range files {
+		p := filepath.Join(root, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+const napiStatus = "Name:\tnapi/eth0-257\nState:\tS (sleeping)\nPid:\t300\nCpus_allowed:\tf\nCpus_allowed_list:\t0-3\nMems_allowed:\t1\n"
+
+func TestFSWriterFixtureThreadAffinity(t *testing.T) {
+	root := t.TempDir()
+	writeFixture(t, root, map[string]string{
+		"proc/300/stat":   "300 (napi/eth0-257) S 2 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0",
+		"proc/300/status": napiStatus,
+		// A user process that named itself like a NAPI thread.
+		"proc/400/stat":   "400 (napi/eth0-257) S 1 400 400 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0",
+		"proc/400/status": strings.ReplaceAll(napiStatus, "300", "400"),
+	})
+	w := NewFSWriter(root)
+
+	got, err := w.ThreadAffinity(300, "napi/eth0-257")
+	if err != nil || got != "0-3" {
+		t.Fatalf("ThreadAffinity = %q, %v; want 0-3", got, err)
+	}
+	if err := w.SetThreadAffinity(300, "napi/eth0-257", "1"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(root, "proc/300/status"))
+	want := strings.Replace(strings.Replace(napiStatus, "Cpus_allowed:\tf", "Cpus_allowed:\t2", 1), "list:\t0-3", "list:\t1", 1)
+	if string(b) != want {
+		t.Fatalf("status after set:\n%s\nwant:\n%s", b, want)
+	}
+	if got, _ := w.ThreadAffinity(300, "napi/eth0-257"); got != "1" {
+		t.Fatalf("read back %q, want 1", got)
+	}
+
+	for _, tc := range []struct {
+		name string
+		pid  int
+		comm string
+		want error
+	}{
+		{"user process with a NAPI name", 400, "napi/eth0-257", ErrNotKernelThread},
+		{"thread renamed", 300, "napi/eth0-258", ErrNotKernelThread},
+		{"thread gone", 301, "napi/eth0-258", unix.ESRCH},
+		{"pid zero", 0, "swapper", ErrNotKernelThread},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := w.SetThreadAffinity(tc.pid, tc.comm, "0")
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("SetThreadAffinity = %v, want %v", err, tc.want)
+			}
+			if _, err := w.ThreadAffinity(tc.pid, tc.comm); !errors.Is(err, tc.want) {
+				t.Fatalf("ThreadAffinity = %v, want %v", err, tc.want)
+			}
+		})
+	}
+	b, _ = os.ReadFile(filepath.Join(root, "proc/400/status"))
+	if !strings.Contains(string(b), "Cpus_allowed_list:\t0-3") {
+		t.Fatalf("user process's status was rewritten:\n%s", b)
+	}
+}
+
+func TestFSWriterKnobs(t *testing.T) {
+	root := t.TempDir()
+	writeFixture(t, root, map[string]string{"sys/class/net/eth0/queues/rx-0/rps_cpus": "0\n"})
+	w := NewFSWriter(root)
+	rel := "sys/class/net/eth0/queues/rx-0/rps_cpus"
+	if err := w.WriteKnob(rel, "e"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := w.ReadKnob(rel); err != nil || got != "e" {
+		t.Fatalf("ReadKnob = %q, %v", got, err)
+	}
+	// Never creates a knob that is not there.
+	err := w.WriteKnob("sys/class/net/eth0/queues/rx-1/rps_cpus", "e")
+	if !errors.Is(err, fs.ErrNotExist) || !vanished(err) {
+		t.Fatalf("write to a missing knob: %v, want ENOENT", err)
+	}
+	for _, bad := range []string{"", "/etc/passwd", "sys/../../etc/passwd"} {
+		if err := w.WriteKnob(bad, "x"); err == nil || vanished(err) {
+			t.Errorf("WriteKnob(%q) = %v, want a refusal", bad, err)
+		}
+	}
+}
+
+func TestParseStat(t *testing.T) {
+	for _, tc := range []struct {
+		in        string
+		comm      string
+		kthread   bool
+		wantError bool
+	}{
+		{"300 (napi/eth0-257) S 2 0 0 0 -1 2129984 0 0", "napi/eth0-257", true, false},
+		{"12 (a) b) (c) S 1 1 1 0 -1 4194560 0", "a) b) (c", false, false},
+		{"1 (init) S 0 1 1 0 -1", "", false, true},
+		{"garbage", "", false, true},
+		{"5 (x) S 1 1 1 0 -1 notanumber", "", false, true},
+	} {
+		comm, flags, err := parseStat(tc.in)
+		if (err != nil) != tc.wantError {
+			t.Errorf("parseStat(%q) error %v, want error %v", tc.in, err, tc.wantError)
+			continue
+		}
+		if err == nil && (comm != tc.comm || (flags&pfKthread != 0) != tc.kthread) {
+			t.Errorf("parseStat(%q) = %q, %#x", tc.in, comm, flags)
+		}
+	}
+}
+
+func TestCPUSetList(t *testing.T) {
+	for _, cpus := range [][]int{{}, {0}, {0, 1, 2, 3}, {1, 3}, {0, 1, 5, 6, 7, 64, 100}} {
+		var s unix.CPUSet
+		for _, c := range cpus {
+			s.Set(c)
+		}
+		got, err := ParseList(cpuSetList(&s))
+		if err != nil || !got.Equal(NewCPUSet(cpus...)) {
+			t.Fatalf("round trip of %v: %q, %v", cpus, cpuSetList(&s), err)
+		}
+	}
+}
