@@ -21,6 +21,12 @@ func argErrorf(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", errArg, fmt.Sprintf(format, a...))
 }
 
+// RPCSessionArg is the string argument uhttpd-mod-ubus appends to every
+// call it forwards from HTTP (the caller's session id, see uhttpd's ubus.c,
+// uh_ubus_send_request). ParseArgs ignores it, as blobmsg_parse in a
+// libubus server does, so that calls from LuCI are not refused.
+const RPCSessionArg = "ubus_rpc_session"
+
 // ArgPolicy is one argument of a method: its name and blobmsg type (what
 // `ubus -v list` shows), whether it must be present, and a check of its
 // value. The same policy builds the signature and validates every call, as
@@ -65,6 +71,9 @@ type Args struct {
 func ParseArgs(policy []ArgPolicy, attrs []ubus.Attr) (Args, error) {
 	a := Args{policy: policy, vals: make([]ubus.Attr, len(policy)), set: make([]bool, len(policy))}
 	for _, at := range attrs {
+		if at.Name == RPCSessionArg && at.Type == ubus.TypeString {
+			continue // added by uhttpd-mod-ubus to every call from LuCI
+		}
 		i := policyIndex(policy, at.Name)
 		if i < 0 {
 			if at.Name == "" {
