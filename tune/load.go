@@ -63,6 +63,8 @@ type Iperf struct {
 	Length int
 	// Bidir adds --bidir: traffic both ways at once.
 	Bidir bool
+	// Reverse adds -R: the server sends, this machine receives.
+	Reverse bool
 	// Seconds is -t, the duration of a run.
 	Seconds int
 	// Parallel is -P, parallel flows; 0 or 1 means one.
@@ -90,6 +92,9 @@ func (p *Iperf) Args(run int) []string {
 	}
 	if p.Bidir {
 		a = append(a, "--bidir")
+	}
+	if p.Reverse {
+		a = append(a, "-R")
 	}
 	if p.Seconds > 0 {
 		a = append(a, "-t", strconv.Itoa(p.Seconds))

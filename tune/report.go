@@ -278,7 +278,8 @@ func fmtRange(s Summary, scale float64) string {
 }
 
 // WriteTable prints the report as a table like seed 000's: the
-// configuration columns (mode, then each device's RPS mask), then each
+// configuration columns (the candidate, then the RPS mask its plan gives
+// each device), then each
 // metric as median (min-max). The recommended row is marked "*", rows tied
 // with the best "~"; then the recommendation, the restore and the notes.
 func (r *Report) WriteTable(w io.Writer) error {
@@ -296,7 +297,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if unit == UnitBPS {
 		tpHead, tpScale = "Mbit/s", 1e6
 	}
-	head := []string{"", "mode"}
+	head := []string{"", "candidate"}
 	for _, d := range r.Devices {
 		head = append(head, d+" rps")
 	}
@@ -321,7 +322,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		case res.Candidate.Name == r.Recommendation.Best || tied[res.Candidate.Name]:
 			mark = "~"
 		}
-		row := []string{mark, res.Candidate.Mode}
+		row := []string{mark, res.Candidate.Name}
 		for i := range r.Devices {
 			m := "-"
 			if i < len(res.Masks) && res.Masks[i] != "" {

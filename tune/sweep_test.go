@@ -323,7 +323,7 @@ func TestWriteTable(t *testing.T) {
 	}
 	txt := out.String()
 	for _, want := range []string{
-		"mode|", "eth0 rps|", "Mbit/s|", "loss %|", "drops|", "squeezed|", "rps ipi|", "net_rx/cpu|", "softirq ms/cpu|",
+		"candidate|", "eth0 rps|", "Mbit/s|", "loss %|", "drops|", "squeezed|", "rps ipi|", "net_rx/cpu|", "softirq ms/cpu|",
 		"575 (570-580)|", "0.5 (0-1)|", "10/0|", "*|", "recommendation: eth0:2 is best", "restore: 2 knobs back", "note: net_rx/cpu",
 	} {
 		if !strings.Contains(txt, want) {

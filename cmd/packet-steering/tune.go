@@ -3,9 +3,24 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"strings"
+
+	"github.com/packet-steering/packet-steering/steering"
+	"github.com/packet-steering/packet-steering/tune"
 )
 
-// runTune is being built; see the issue that owns the tune subcommand.
+// runTune is `packet-steering tune`: a measured sweep of steering
+// candidates with a recommendation (package tune does the work).
 func runTune(ctx context.Context, env *cliEnv, args []string) error {
-	return errors.New("tune: not built yet")
+	err := tune.Main(ctx, args, env.stdout, env.stderr)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return nil
+	case errors.Is(err, tune.ErrUsage):
+		return usagef("%s", strings.TrimPrefix(err.Error(), tune.ErrUsage.Error()+": "))
+	case errors.Is(err, steering.ErrInvalid):
+		return usagef("%v", err)
+	}
+	return err
 }

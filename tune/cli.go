@@ -1,0 +1,396 @@
+package tune
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/packet-steering/packet-steering/internal/uci"
+	"github.com/packet-steering/packet-steering/steering"
+)
+
+// ErrUsage marks a command-line mistake: nothing was changed.
+var ErrUsage = errors.New("usage")
+
+func usagef(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, a...))
+}
+
+// Options are the command line of `packet-steering tune`.
+type Options struct {
+	Root string
+
+	Target   string
+	Port     int
+	UDP      bool
+	Bitrate  string
+	Length   int
+	Bidir    bool
+	Reverse  bool
+	Seconds  int
+	Parallel int
+	CPort    int
+	Iperf3   string
+	LoadCmd  string
+	LoadTime time.Duration
+
+	Runs        int
+	Settle      time.Duration
+	Candidates  string
+	Devices     string
+	MaxConfigs  int
+	Metric      string
+	MaxDuration time.Duration
+
+	JSON bool
+	Save bool
+	List bool
+}
+
+const usageHead = `usage: packet-steering tune --target HOST [flags]
+
+Measures steering alternatives on this machine and recommends one. For each
+candidate it applies the candidate's plan, waits --settle, runs the load
+--runs times towards --target (and nowhere else), and records throughput,
+UDP loss, TCP retransmits and per-CPU softnet and softirq counter deltas.
+The original value of every knob a candidate touches is captured first and
+written back at the end: after success, after an error and on Ctrl-C.
+
+Candidates (--candidates), separated by ';' or spaces:
+  off, legacy, all, auto   a mode's plan
+  DEV:MASK[/DEV:MASK...]   auto, with that RPS mask (kernel hex) on every rx
+                           queue of each DEV (custom mode), e.g. eth0:0/br-lan:2
+Without --candidates: the four modes, then per steered device (or --devices)
+the masks 0, each single CPU, and all CPUs but its IRQ's/NAPI thread's; every
+combination when it fits in --max-configs, else one device at a time.
+
+The recommendation is the best median of --metric; candidates whose min-max
+ranges overlap it are ties, not wins, and when auto (the default) is among
+them, auto is kept. --save writes the recommendation to UCI
+(packet_steering: globals.mode, and for DEV:MASK winners mode custom with
+'config device' sections holding rps_cpus) and applies it, after the restore.
+
+flags:
+`
+
+// Main runs `packet-steering tune` with args (after the subcommand name).
+// Errors wrapping ErrUsage are the caller's mistakes.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := ParseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	return o.Run(ctx, stdout, stderr)
+}
+
+// ParseFlags reads and checks the command line.
+func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
+	o := &Options{}
+	fs := flag.NewFlagSet("tune", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usageHead)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.Root, "root", "/", "machine root directory")
+	fs.StringVar(&o.Target, "target", "", "host to send load to (required); an IP address or a name resolved once")
+	fs.IntVar(&o.Port, "port", 5201, "iperf3 server port")
+	fs.BoolVar(&o.UDP, "udp", false, "UDP instead of TCP (-u)")
+	fs.BoolVar(&o.UDP, "u", false, "short for --udp")
+	fs.StringVar(&o.Bitrate, "bitrate", "", "iperf3 -b target rate, e.g. 900M (UDP default 1M)")
+	fs.StringVar(&o.Bitrate, "b", "", "short for --bitrate")
+	fs.IntVar(&o.Length, "length", 0, "iperf3 -l datagram/write size in bytes")
+	fs.IntVar(&o.Length, "l", 0, "short for --length")
+	fs.BoolVar(&o.Bidir, "bidir", false, "traffic in both directions at once")
+	fs.BoolVar(&o.Reverse, "reverse", false, "the target sends, this machine receives (iperf3 -R)")
+	fs.BoolVar(&o.Reverse, "R", false, "short for --reverse")
+	fs.IntVar(&o.Seconds, "time", 10, "seconds per run (iperf3 -t)")
+	fs.IntVar(&o.Seconds, "t", 10, "short for --time")
+	fs.IntVar(&o.Parallel, "parallel", 1, "parallel flows (iperf3 -P)")
+	fs.IntVar(&o.Parallel, "P", 1, "short for --parallel")
+	fs.IntVar(&o.CPort, "cport", 0, "pin client ports: run j uses PORT+13*j, so every candidate sees the same flows")
+	fs.StringVar(&o.Iperf3, "iperf3", "iperf3", "iperf3 binary")
+	fs.StringVar(&o.LoadCmd, "load", "", "shell command to run instead of iperf3; its JSON (\"bps\"/\"value\" or iperf3's) or last line gives the number; it gets PS_TUNE_TARGET and PS_TUNE_RUN")
+	fs.DurationVar(&o.LoadTime, "load-time", 10*time.Second, "how long one --load run takes, for the estimate")
+	fs.IntVar(&o.Runs, "runs", 3, "runs per candidate")
+	fs.DurationVar(&o.Settle, "settle", 2*time.Second, "wait after each apply")
+	fs.StringVar(&o.Candidates, "candidates", "", "candidate list (see above)")
+	fs.StringVar(&o.Devices, "devices", "", "comma-separated devices whose RPS masks are varied (default: the steered ones)")
+	fs.IntVar(&o.MaxConfigs, "max-configs", 12, "at most this many candidates")
+	fs.StringVar(&o.Metric, "metric", string(MetricThroughput), "rank by throughput, loss (UDP) or retransmits (TCP)")
+	fs.DurationVar(&o.MaxDuration, "max-duration", 15*time.Minute, "refuse to start when the estimate is longer")
+	fs.BoolVar(&o.JSON, "json", false, "print the report as JSON")
+	fs.BoolVar(&o.Save, "save", false, "persist and apply the recommendation in UCI after the restore")
+	fs.BoolVar(&o.List, "list", false, "print the candidates and the estimate, change nothing")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	switch {
+	case o.Target == "":
+		return nil, usagef("--target HOST is required: tune sends load only to a host you name")
+	case o.Runs < 1 || o.Runs > 100:
+		return nil, usagef("--runs must be 1 to 100")
+	case o.Seconds < 1 || o.Seconds > 3600:
+		return nil, usagef("--time must be 1 to 3600 seconds")
+	case o.Parallel < 1 || o.Parallel > 128:
+		return nil, usagef("--parallel must be 1 to 128")
+	case o.Port < 1 || o.Port > 65535:
+		return nil, usagef("--port must be 1 to 65535")
+	case o.CPort < 0 || o.CPort+13*o.Runs > 65535:
+		return nil, usagef("--cport must leave room for 13 ports per run below 65536")
+	case o.Length < 0:
+		return nil, usagef("--length must not be negative")
+	case o.Settle < 0 || o.LoadTime <= 0:
+		return nil, usagef("--settle must not be negative and --load-time must be positive")
+	case o.MaxConfigs < 1:
+		return nil, usagef("--max-configs must be at least 1")
+	case o.MaxDuration <= 0:
+		return nil, usagef("--max-duration must be positive")
+	}
+	switch Metric(o.Metric) {
+	case MetricThroughput:
+	case MetricLoss:
+		if !o.UDP && o.LoadCmd == "" {
+			return nil, usagef("--metric loss needs --udp")
+		}
+	case MetricRetransmits:
+		if o.UDP {
+			return nil, usagef("--metric retransmits needs TCP")
+		}
+	default:
+		return nil, usagef("--metric %q: want throughput, loss or retransmits", o.Metric)
+	}
+	if o.Bidir && o.Reverse {
+		return nil, usagef("--bidir and --reverse exclude each other")
+	}
+	if o.Candidates != "" && o.Devices != "" {
+		return nil, usagef("--devices only applies to generated candidates, not with --candidates")
+	}
+	return o, nil
+}
+
+// ResolveTarget turns the target into the one IP address load is sent
+// to. A name is resolved once (so DNS cannot move the load later);
+// addresses that reach more than one host or no NIC are refused.
+func ResolveTarget(ctx context.Context, host string) (net.IP, error) {
+	ip := net.ParseIP(host)
+	if ip == nil {
+		addrs, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+		if err != nil {
+			return nil, fmt.Errorf("%w: resolve --target %s: %v", ErrUsage, host, err)
+		}
+		if len(addrs) == 0 {
+			return nil, usagef("--target %s has no address", host)
+		}
+		ip = addrs[0].IP
+	}
+	switch {
+	case ip.IsUnspecified():
+		return nil, usagef("--target %s is the unspecified address", host)
+	case ip.IsMulticast() || ip.Equal(net.IPv4bcast):
+		return nil, usagef("--target %s reaches more than one host", host)
+	case ip.IsLoopback():
+		return nil, usagef("--target %s is this machine's loopback: that traffic crosses no NIC queue", host)
+	}
+	return ip, nil
+}
+
+// Run performs the sweep the options describe.
+func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
+	ip, err := ResolveTarget(ctx, o.Target)
+	if err != nil {
+		return err
+	}
+	var load Load
+	if o.LoadCmd != "" {
+		load = &Command{Line: o.LoadCmd, Target: ip.String(), Expect: o.LoadTime}
+		fmt.Fprintf(stderr, "tune: the --load command gets PS_TUNE_TARGET=%s; where it sends traffic is up to it\n", ip)
+	} else {
+		bin, err := exec.LookPath(o.Iperf3)
+		if err != nil {
+			return fmt.Errorf("iperf3 is needed for the built-in load (or give --load): %w", err)
+		}
+		load = &Iperf{Binary: bin, Host: ip.String(), Port: o.Port, UDP: o.UDP, Bitrate: o.Bitrate, Length: o.Length,
+			Bidir: o.Bidir, Reverse: o.Reverse, Seconds: o.Seconds, Parallel: o.Parallel, ClientPort: o.CPort}
+	}
+	eng := steering.NewEngine(o.Root)
+	cands, err := o.candidates(ctx, eng, stderr)
+	if err != nil {
+		return err
+	}
+	st := NewEngine(eng, steering.NewFSWriter(o.Root))
+	sw := &Sweep{
+		Candidates: cands, Runs: o.Runs, Settle: o.Settle, Load: load, Steerer: st,
+		Counters: func() ([]CPUCounters, error) { return ReadCounters(o.Root) },
+		Metric:   Metric(o.Metric), Progress: stderr,
+	}
+	est := sw.Estimate()
+	fmt.Fprintf(stderr, "tune: %d candidates x (settle %s + %d runs x %s) = about %s (limit --max-duration %s)\n",
+		len(cands), o.Settle, o.Runs, load.Estimate(), est.Round(time.Second), o.MaxDuration)
+	fmt.Fprintf(stderr, "tune: load: %s\n", load)
+	if est > o.MaxDuration {
+		return usagef("the estimate %s exceeds --max-duration %s: fewer --candidates/--max-configs, --runs or --time",
+			est.Round(time.Second), o.MaxDuration)
+	}
+	if o.List {
+		for i, c := range cands {
+			fmt.Fprintf(stdout, "%d\t%s\n", i+1, c.Name)
+		}
+		return nil
+	}
+	rep, err := sw.Run(ctx)
+	if rep != nil {
+		if werr := o.write(stdout, rep); werr != nil {
+			err = errors.Join(err, werr)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if !o.Save {
+		return nil
+	}
+	return o.save(ctx, eng, rep, stderr)
+}
+
+func (o *Options) write(w io.Writer, rep *Report) error {
+	if o.JSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return fmt.Errorf("write JSON: %w", err)
+		}
+		return nil
+	}
+	return rep.WriteTable(w)
+}
+
+// candidates returns the user's list or the generated one.
+func (o *Options) candidates(ctx context.Context, eng *steering.Engine, stderr io.Writer) ([]Candidate, error) {
+	if o.Candidates != "" {
+		cs, err := ParseCandidates(o.Candidates)
+		if err != nil {
+			return nil, usagef("--candidates: %v", err)
+		}
+		if len(cs) > o.MaxConfigs {
+			return nil, usagef("%d candidates given, --max-configs is %d", len(cs), o.MaxConfigs)
+		}
+		return cs, nil
+	}
+	snap, err := eng.Snapshot(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the machine: %w", err)
+	}
+	var plans []*steering.Plan
+	for _, m := range SweepModes {
+		p, err := PlanCandidate(snap, ModeCandidate(m))
+		if err != nil {
+			return nil, err
+		}
+		plans = append(plans, p)
+	}
+	var devs []string
+	if o.Devices != "" {
+		for _, d := range strings.Split(o.Devices, ",") {
+			if d = strings.TrimSpace(d); d != "" {
+				devs = append(devs, d)
+			}
+		}
+	}
+	l := LayoutFor(snap, plans, devs)
+	cs, dropped := Generate(SweepModes, l, o.MaxConfigs)
+	if dropped > 0 {
+		fmt.Fprintf(stderr, "tune: --max-configs %d leaves out %d mask variants; raise it or name --candidates\n", o.MaxConfigs, dropped)
+	}
+	return cs, nil
+}
+
+// save persists the recommendation and applies it.
+func (o *Options) save(ctx context.Context, eng *steering.Engine, rep *Report, stderr io.Writer) error {
+	configDir := filepath.Join(o.Root, "etc", "config")
+	name := rep.Recommendation.Candidate
+	if name == "" {
+		return errors.New("--save: nothing to save: no candidate was measured")
+	}
+	if !rep.Restore.Verified {
+		return errors.New("--save: not saving: the restore was not verified")
+	}
+	var c *Candidate
+	for i := range rep.Results {
+		if rep.Results[i].Candidate.Name == name {
+			c = &rep.Results[i].Candidate
+		}
+	}
+	if c == nil {
+		return fmt.Errorf("--save: candidate %s not in the report", name)
+	}
+	res, err := Save(ctx, eng, configDir, *c)
+	if err != nil {
+		return fmt.Errorf("--save: %w", err)
+	}
+	fmt.Fprintf(stderr, "tune: saved %s (mode %s) in %s and applied it: %d changed, %d failed\n",
+		c.Name, c.Mode, filepath.Join(configDir, "packet_steering"), len(res.Changed), len(res.Failed))
+	return nil
+}
+
+// Save persists candidate c in the UCI config dir and applies it through
+// the engine: a mode candidate sets packet_steering.globals.mode; a custom
+// candidate first sets rps_cpus (and drops any per-queue queue_rps list) in
+// the `config device` section of each of its devices, adding sections as
+// needed, then sets mode custom. Other device sections are left as they
+// are. The mode is written by Engine.SetMode with Persist, which also keeps
+// network.globals.packet_steering truthful.
+func Save(ctx context.Context, eng *steering.Engine, configDir string, c Candidate) (*steering.Result, error) {
+	if c.Mode == ModeCustom {
+		err := uci.Update(configDir, "packet_steering", func(p *uci.Package) error {
+			for _, r := range c.RPS {
+				ref := ""
+				for _, s := range p.SectionsOfType("device") {
+					if n, _ := s.Get("name"); n == r.Device {
+						ref = s.Name
+						break
+					}
+				}
+				if ref == "" {
+					s, err := p.AddSection("device", "")
+					if err != nil {
+						return err
+					}
+					ref = s.Name
+					if err := p.Set(ref, "name", r.Device); err != nil {
+						return err
+					}
+				}
+				if err := p.Set(ref, "rps_cpus", r.Mask); err != nil {
+					return err
+				}
+				if err := p.DeleteOption(ref, "queue_rps"); err != nil && !errors.Is(err, uci.ErrNotFound) {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("write device sections: %w", err)
+		}
+	}
+	res, err := eng.SetMode(ctx, steering.SetModeRequest{Mode: steering.Mode(c.Mode), Persist: true, Reason: "tune --save " + c.Name})
+	if err != nil {
+		return nil, fmt.Errorf("set mode %s: %w", c.Mode, err)
+	}
+	return res, nil
+}

@@ -1,0 +1,301 @@
+package tune
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/packet-steering/packet-steering/platform"
+	"github.com/packet-steering/packet-steering/steering"
+)
+
+// Engine is the real Steerer: it plans candidates with steering.NewPlan
+// and writes them with steering.ApplyPlan, on the machine below one root.
+// It is not safe for concurrent use.
+type Engine struct {
+	// Snapshot reads the machine (steering.Engine.Snapshot, which honours
+	// the engine's config dir).
+	Snapshot func(ctx context.Context) (*platform.Snapshot, error)
+	// Writer is the applier's access to the knobs (steering.NewFSWriter).
+	Writer steering.Writer
+
+	snap    *platform.Snapshot
+	plans   map[string]*steering.Plan
+	restore []steering.Action
+}
+
+// NewEngine returns the Steerer for a steering engine's machine.
+func NewEngine(e *steering.Engine, w steering.Writer) *Engine {
+	return &Engine{Snapshot: e.Snapshot, Writer: w}
+}
+
+// knobKey identifies a knob across plans.
+func knobKey(a steering.Action) string { return a.Kind + " " + a.Target() }
+
+// PlanCandidate plans candidate c on snapshot s. A mode candidate is the
+// mode's plan. A custom candidate is custom mode with the user's
+// `config device` sections kept (so the same devices are managed) but
+// their overrides dropped, plus one rps_cpus override per candidate
+// device: auto with exactly the candidate's masks on top, which is what
+// --save writes.
+func PlanCandidate(s *platform.Snapshot, c Candidate) (*steering.Plan, error) {
+	if c.Mode != ModeCustom {
+		p, err := steering.NewPlan(s, steering.PlanRequest{Mode: steering.Mode(c.Mode)})
+		if err != nil {
+			return nil, fmt.Errorf("plan %s: %w", c.Name, err)
+		}
+		return p, nil
+	}
+	cp := *s
+	sc := platform.SteeringConfig{Mode: ModeCustom}
+	if s.Config.Steering != nil {
+		sc.Flows = s.Config.Steering.Flows
+		for _, d := range s.Config.Steering.Devices {
+			sc.Devices = append(sc.Devices, platform.DeviceOverride{Name: d.Name, Flows: d.Flows})
+		}
+	}
+	for _, r := range c.RPS {
+		found := false
+		for _, d := range s.Devices {
+			if d.Name == r.Device {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("candidate %s: no device %q here: %w", c.Name, r.Device, steering.ErrInvalid)
+		}
+		if _, err := steering.ParseMask(r.Mask); err != nil {
+			return nil, fmt.Errorf("candidate %s: %w", c.Name, err)
+		}
+		set := false
+		for i := range sc.Devices {
+			if sc.Devices[i].Name == r.Device {
+				sc.Devices[i].RPSCPUs = r.Mask
+				set = true
+			}
+		}
+		if !set {
+			sc.Devices = append(sc.Devices, platform.DeviceOverride{Name: r.Device, RPSCPUs: r.Mask})
+		}
+	}
+	cp.Config.Steering = &sc
+	p, err := steering.NewPlan(&cp, steering.PlanRequest{Mode: steering.ModeCustom})
+	if err != nil {
+		return nil, fmt.Errorf("plan %s: %w", c.Name, err)
+	}
+	for _, r := range c.RPS {
+		if !planSetsRPS(p, r.Device) {
+			return nil, fmt.Errorf("candidate %s: the plan sets no RPS mask on %s (no rx queues?): %w", c.Name, r.Device, steering.ErrInvalid)
+		}
+	}
+	return p, nil
+}
+
+func planSetsRPS(p *steering.Plan, dev string) bool {
+	for _, a := range p.Actions {
+		if a.Kind == steering.KindRPSCPUs && a.Device == dev {
+			return true
+		}
+	}
+	return false
+}
+
+// Prepare implements Steerer: one snapshot, every candidate planned on it,
+// and the restore plan: each knob any plan touches, with the value the
+// snapshot holds (the plans' Current).
+func (e *Engine) Prepare(ctx context.Context, cands []Candidate) (*Prepared, error) {
+	snap, err := e.Snapshot(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the machine: %w", err)
+	}
+	e.snap = snap
+	e.plans = map[string]*steering.Plan{}
+	e.restore = nil
+	seen := map[string]bool{}
+	devs := map[string]bool{}
+	var unreadable []string
+	for _, c := range cands {
+		p, err := PlanCandidate(snap, c)
+		if err != nil {
+			return nil, err
+		}
+		e.plans[c.Name] = p
+		for _, a := range p.Actions {
+			if a.Kind == steering.KindRPSCPUs {
+				devs[a.Device] = true
+			}
+			k := knobKey(a)
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			if a.Current == "" {
+				unreadable = append(unreadable, a.Target())
+				continue
+			}
+			r := a
+			r.Value = a.Current
+			e.restore = append(e.restore, r)
+		}
+	}
+	if len(unreadable) > 0 {
+		return nil, fmt.Errorf("cannot capture the current value of %s, so it could not be restored; refusing to touch it",
+			strings.Join(unreadable, ", "))
+	}
+	prep := &Prepared{Devices: sortedKeys(devs), Knobs: len(e.restore)}
+	for _, c := range cands {
+		prep.Masks = append(prep.Masks, rpsColumns(e.plans[c.Name], prep.Devices))
+	}
+	return prep, nil
+}
+
+// rpsColumns returns the plan's RPS mask per device: one mask when every
+// rx queue gets the same, masks joined by "/" otherwise, "-" when the plan
+// leaves the device alone.
+func rpsColumns(p *steering.Plan, devs []string) []string {
+	out := make([]string, len(devs))
+	for i, d := range devs {
+		var masks []string
+		same := true
+		for _, a := range p.Actions {
+			if a.Kind != steering.KindRPSCPUs || a.Device != d {
+				continue
+			}
+			if len(masks) > 0 && !steering.SameMask(masks[0], a.Value) {
+				same = false
+			}
+			masks = append(masks, a.Value)
+		}
+		switch {
+		case len(masks) == 0:
+			out[i] = "-"
+		case same:
+			out[i] = masks[0]
+		default:
+			out[i] = strings.Join(masks, "/")
+		}
+	}
+	return out
+}
+
+// resultError turns an apply result's failures into an error.
+func resultError(res *steering.Result) error {
+	if len(res.Failed) == 0 {
+		return nil
+	}
+	var errs []error
+	for _, f := range res.Failed {
+		errs = append(errs, fmt.Errorf("%s %s: %s", f.Action.Kind, f.Action.Target(), f.Error))
+	}
+	return errors.Join(errs...)
+}
+
+// Apply implements Steerer. A failed write is rolled back per device by
+// the applier and reported as an error.
+func (e *Engine) Apply(ctx context.Context, c Candidate) error {
+	p := e.plans[c.Name]
+	if p == nil || e.snap == nil {
+		return fmt.Errorf("candidate %s was not prepared", c.Name)
+	}
+	return resultError(steering.ApplyPlan(ctx, e.Writer, e.snap, p.Actions, false))
+}
+
+// Restore implements Steerer: it writes every captured knob back, each on
+// its own (so that one knob that cannot be written does not hold back the
+// others, as a per-device rollback would), and then checks, with a dry run
+// against a fresh snapshot, that none differs.
+func (e *Engine) Restore(ctx context.Context) (RestoreResult, error) {
+	if e.snap == nil {
+		return RestoreResult{}, nil
+	}
+	out := RestoreResult{Knobs: len(e.restore)}
+	var errs []error
+	var skipped []string
+	for _, a := range e.restore {
+		res := steering.ApplyPlan(ctx, e.Writer, e.snap, []steering.Action{a}, false)
+		out.Changed += len(res.Changed)
+		if err := resultError(res); err != nil {
+			errs = append(errs, err)
+		}
+		for _, s := range res.Skipped {
+			skipped = append(skipped, s.Action.Target()+" ("+s.Reason+")")
+		}
+	}
+	if len(errs) > 0 {
+		return out, errors.Join(errs...)
+	}
+	fresh, err := e.Snapshot(ctx)
+	if err != nil {
+		return out, fmt.Errorf("check: %w", err)
+	}
+	check := steering.ApplyPlan(ctx, e.Writer, fresh, e.restore, true)
+	differ := skipped
+	for _, a := range check.Changed {
+		differ = append(differ, a.Target()+" is "+a.Current+", was "+a.Value)
+	}
+	for _, s := range check.Skipped {
+		differ = append(differ, s.Action.Target()+" ("+s.Reason+")")
+	}
+	for _, f := range check.Failed {
+		differ = append(differ, f.Action.Target()+" ("+f.Error+")")
+	}
+	if len(differ) > 0 {
+		sort.Strings(differ)
+		return out, fmt.Errorf("not back at the original value: %s", strings.Join(differ, ", "))
+	}
+	out.Verified = true
+	return out, nil
+}
+
+// LayoutFor describes the machine for candidate generation: the online
+// CPUs, the devices to vary (devs, or when empty every device that the
+// given plans steer with a non-zero RPS mask) and, per device, the CPUs its
+// NAPI threads and IRQs are pinned to now.
+func LayoutFor(s *platform.Snapshot, plans []*steering.Plan, devs []string) Layout {
+	l := Layout{RxCPUs: map[string][]int{}}
+	var all steering.CPUSet
+	for _, c := range s.CPUs {
+		if c.Online {
+			l.CPUs = append(l.CPUs, c.ID)
+			all = all.Add(c.ID)
+		}
+	}
+	if len(devs) == 0 {
+		steered := map[string]bool{}
+		for _, p := range plans {
+			for _, a := range p.Actions {
+				if a.Kind == steering.KindRPSCPUs && !steering.SameMask(a.Value, "0") {
+					steered[a.Device] = true
+				}
+			}
+		}
+		devs = sortedKeys(steered)
+	}
+	l.Devices = devs
+	for _, d := range devs {
+		var pinned steering.CPUSet
+		for _, t := range s.NAPIThreads {
+			if t.Device != d {
+				continue
+			}
+			if set, err := steering.ParseList(t.CPUs); err == nil {
+				pinned = pinned.Union(set)
+			}
+		}
+		for _, irq := range s.IRQs {
+			if irq.Device != d || irq.SMPAffinity == "" {
+				continue
+			}
+			if set, err := steering.ParseMask(irq.SMPAffinity); err == nil {
+				pinned = pinned.Union(set.Intersect(all))
+			}
+		}
+		if !pinned.IsEmpty() && !pinned.Equal(all) {
+			l.RxCPUs[d] = pinned.CPUs()
+		}
+	}
+	return l
+}

@@ -1,0 +1,374 @@
+package tune
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/packet-steering/packet-steering/internal/netnstest"
+)
+
+// The testbed: three namespaces made by the test, client - router - server,
+// joined by veth pairs with 4 queues and threaded NAPI, forwarding on the
+// router, addresses from 198.18.0.0/15 only. iperf3 -s runs in the server
+// namespace; tune runs in the router namespace (a re-executed test binary
+// under `ip netns exec`, so /sys shows the router), with root "/" and an
+// overlay on /etc, private to that process's mount namespace, so its UCI
+// config lives in a temp dir.
+const (
+	tbRouterClient = "198.18.20.1"
+	tbClient       = "198.18.20.2"
+	tbRouterServer = "198.18.20.5"
+	tbServer       = "198.18.20.6"
+	tbPort         = "5201"
+)
+
+func TestTestbed(t *testing.T) {
+	if netnstest.IsChild(t) {
+		testbedRouter(t)
+		return
+	}
+	netnstest.Skip(t)
+	if _, err := exec.LookPath("iperf3"); err != nil {
+		t.Skip("iperf3 not installed")
+	}
+	if testing.Short() {
+		t.Skip("kernel testbed skipped with -short")
+	}
+	id := os.Getpid() % 100000
+	routerIn, routerOut := fmt.Sprintf("tgr%da", id), fmt.Sprintf("tgr%db", id)
+	client := netnstest.New(t, "tgc")
+	router := netnstest.New(t, "tgr")
+	server := netnstest.New(t, "tgs")
+	router.AddVeth(t, netnstest.Veth{Name: routerIn, Peer: fmt.Sprintf("tgc%d", id), PeerNS: client,
+		Queues: 4, Threaded: true, Addr: tbRouterClient + "/30", PeerAddr: tbClient + "/30"})
+	router.AddVeth(t, netnstest.Veth{Name: routerOut, Peer: fmt.Sprintf("tgs%d", id), PeerNS: server,
+		Queues: 4, Threaded: true, Addr: tbRouterServer + "/30", PeerAddr: tbServer + "/30"})
+	client.MustExec(t, "ip", "route", "add", "default", "via", tbRouterClient)
+	server.MustExec(t, "ip", "route", "add", "default", "via", tbRouterServer)
+	router.MustExec(t, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+
+	srv := exec.Command("ip", "netns", "exec", server.Name, "iperf3", "-s", "-p", tbPort, "-B", tbServer)
+	var srvOut bytes.Buffer
+	srv.Stdout, srv.Stderr = &srvOut, &srvOut
+	if err := srv.Start(); err != nil {
+		t.Fatalf("start iperf3 -s: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = srv.Process.Signal(unix.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- srv.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = srv.Process.Kill()
+			<-done
+		}
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		out, _ := server.Exec("ss", "-Hltn", "sport = :"+tbPort)
+		if strings.Contains(out, tbPort) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("iperf3 -s did not listen: %s", srvOut.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out := router.RunChild(t, map[string]string{
+		"TB_DEVS":      routerIn + "," + routerOut,
+		"TB_CLIENT_NS": client.Name,
+	})
+	t.Log(out)
+}
+
+// testbedRouter runs inside the router namespace.
+func testbedRouter(t *testing.T) {
+	devs := strings.Split(os.Getenv("TB_DEVS"), ",")
+	clientNS := os.Getenv("TB_CLIENT_NS")
+	if len(devs) != 2 || clientNS == "" {
+		t.Fatalf("child environment incomplete: TB_DEVS=%q TB_CLIENT_NS=%q", os.Getenv("TB_DEVS"), clientNS)
+	}
+	privateEtc(t)
+	// The config names both router ends, so every mode manages them (the
+	// stock rule skips devices without a bus device, like veth).
+	cfg := fmt.Sprintf("config globals 'globals'\n\toption mode 'auto'\n\nconfig device\n\toption name '%s'\n\nconfig device\n\toption name '%s'\n", devs[0], devs[1])
+	if err := os.WriteFile("/etc/config/packet_steering", []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A starting state that no candidate holds, so a missed restore shows.
+	writeSys(t, devs[0], "queues/rx-1/rps_cpus", "1")
+	writeSys(t, devs[1], "queues/rx-2/rps_cpus", "2")
+	writeSys(t, devs[1], "queues/rx-3/rps_flow_cnt", "16")
+	pids, err := netnstest.NAPIThreads(devs[0], 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var one unix.CPUSet
+	one.Set(1)
+	if err := unix.SchedSetaffinity(pids[0], &one); err != nil {
+		t.Fatalf("pin napi thread %d: %v", pids[0], err)
+	}
+	before := steeringState(t, devs)
+	t.Logf("steering before: %v", before)
+
+	// 1. The built-in iperf3 driver, TCP both ways between the router and
+	// the server, generated candidates: the four modes and RPS variants.
+	args := []string{"--target", tbServer, "--port", tbPort, "-t", "1", "--runs", "2", "--settle", "500ms",
+		"--bidir", "--devices", strings.Join(devs, ","), "--max-configs", "8", "--max-duration", "2m"}
+	rep, table, took := runTune(t, context.Background(), args)
+	t.Logf("sweep 1 took %s\n$ packet-steering tune %s\n%s", took.Round(time.Second), strings.Join(args, " "), table)
+	if took > 2*time.Minute {
+		t.Errorf("sweep took %s, want under 2 minutes", took)
+	}
+	checkReport(t, rep, 4, false)
+	for _, r := range rep.Results {
+		if r.Retransmits == nil {
+			t.Errorf("%s: no TCP retransmits", r.Candidate.Name)
+		}
+	}
+	if after := steeringState(t, devs); !sameState(t, before, after) {
+		t.Errorf("steering not restored after sweep 1")
+	}
+
+	// 2. Forwarded UDP both ways, client <-> server through the router, by a
+	// --load command run in the client namespace; ranked by loss.
+	load := fmt.Sprintf("ip netns exec %s iperf3 -c \"$PS_TUNE_TARGET\" -p %s -u -b 300M -l 1200 --bidir -t 1 -J", clientNS, tbPort)
+	cands := fmt.Sprintf("off;auto;%s:2/%s:1;%s:1/%s:2", devs[0], devs[1], devs[0], devs[1])
+	args = []string{"--target", tbServer, "--load", load, "--load-time", "1700ms", "--runs", "2", "--settle", "500ms",
+		"--candidates", cands, "--metric", "loss", "--max-duration", "2m"}
+	rep, table, took = runTune(t, context.Background(), args)
+	t.Logf("sweep 2 took %s\n$ packet-steering tune %s\n%s", took.Round(time.Second), strings.Join(args, " "), table)
+	checkReport(t, rep, 4, true)
+	if after := steeringState(t, devs); !sameState(t, before, after) {
+		t.Errorf("steering not restored after sweep 2")
+	}
+
+	// 3. Ctrl-C in the middle: the context ends during the second
+	// candidate; the state is restored all the same.
+	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+	defer cancel()
+	var out, errb bytes.Buffer
+	err = Main(ctx, []string{"--target", tbServer, "--port", tbPort, "-t", "1", "--runs", "3", "--settle", "200ms",
+		"--candidates", "off;" + devs[0] + ":2;auto", "--json"}, &out, &errb)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("cancelled sweep: err = %v, want deadline exceeded\n%s", err, errb.String())
+	}
+	if !strings.Contains(errb.String(), "restoring the original state") {
+		t.Errorf("cancelled sweep did not restore:\n%s", errb.String())
+	}
+	if after := steeringState(t, devs); !sameState(t, before, after) {
+		t.Errorf("steering not restored after the cancelled sweep")
+	}
+
+	// 4. --save: the winner is written to UCI (custom mode, device
+	// sections) and applied after the restore.
+	winner := devs[0] + ":2/" + devs[1] + ":2"
+	rep, _, _ = runTune(t, context.Background(), []string{"--target", tbServer, "--port", tbPort, "-t", "1", "--runs", "1",
+		"--settle", "0s", "--candidates", winner, "--save"})
+	if rep.Recommendation.Candidate != winner {
+		t.Fatalf("recommendation %+v", rep.Recommendation)
+	}
+	saved, err := os.ReadFile("/etc/config/packet_steering")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"option mode 'custom'", "option name '" + devs[0] + "'", "option rps_cpus '2'"} {
+		if !strings.Contains(string(saved), want) {
+			t.Errorf("saved config lacks %q:\n%s", want, saved)
+		}
+	}
+	if got := readSys(t, devs[1], "queues/rx-0/rps_cpus"); !sameMaskText(got, "2") {
+		t.Errorf("after --save %s rx-0 rps_cpus = %q, want 2", devs[1], got)
+	}
+}
+
+// privateEtc puts an overlay on /etc whose upper layer is a temp dir, and a
+// tmpfs on /run/lock. Both are mounts in this process's own mount namespace
+// (ip netns exec made it, with slave propagation), so nothing reaches the
+// host's /etc or /run/lock.
+func privateEtc(t *testing.T) {
+	t.Helper()
+	dir := t.TempDir()
+	upper, work := filepath.Join(dir, "upper"), filepath.Join(dir, "work")
+	for _, d := range []string{upper, work} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Mount("overlay", "/etc", "overlay", 0, "lowerdir=/etc,upperdir="+upper+",workdir="+work); err != nil {
+		t.Skipf("cannot overlay /etc in the child's mount namespace: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount("/etc", unix.MNT_DETACH) })
+	if err := os.MkdirAll("/etc/config", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat("/run/lock"); err == nil && fi.IsDir() {
+		if err := unix.Mount("tmpfs", "/run/lock", "tmpfs", 0, "size=1m"); err != nil {
+			t.Fatalf("tmpfs on /run/lock: %v", err)
+		}
+		t.Cleanup(func() { _ = unix.Unmount("/run/lock", unix.MNT_DETACH) })
+	}
+}
+
+func runTune(t *testing.T, ctx context.Context, args []string) (*Report, string, time.Duration) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	start := time.Now()
+	err := Main(ctx, append(args, "--json"), &out, &errb)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("tune %s: %v\nstderr:\n%s", strings.Join(args, " "), err, errb.String())
+	}
+	var rep Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("tune --json output: %v\n%s", err, out.String())
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("progress:\n%s", errb.String())
+	return &rep, table.String(), took
+}
+
+// checkReport asserts that every candidate was measured with every metric.
+func checkReport(t *testing.T, rep *Report, minCands int, udp bool) {
+	t.Helper()
+	if !rep.Complete || !rep.Restore.Verified || rep.Restore.Error != "" {
+		t.Errorf("complete %v restore %+v", rep.Complete, rep.Restore)
+	}
+	if len(rep.Results) < minCands {
+		t.Errorf("%d candidates, want at least %d", len(rep.Results), minCands)
+	}
+	if rep.Recommendation.Candidate == "" {
+		t.Errorf("no recommendation: %+v", rep.Recommendation)
+	}
+	for _, r := range rep.Results {
+		name := r.Candidate.Name
+		if r.Error != "" || len(r.Runs) != rep.Runs {
+			t.Errorf("%s: error %q, %d runs of %d", name, r.Error, len(r.Runs), rep.Runs)
+			continue
+		}
+		if r.Throughput.N != rep.Runs || r.Throughput.Min <= 0 {
+			t.Errorf("%s: throughput %+v", name, r.Throughput)
+		}
+		if udp && r.LossPercent == nil {
+			t.Errorf("%s: no UDP loss", name)
+		}
+		if len(r.CPUs) < 2 {
+			t.Errorf("%s: per-CPU counters for %d CPUs", name, len(r.CPUs))
+			continue
+		}
+		var processed, netrx float64
+		for _, c := range r.CPUs {
+			processed += c.Processed.Median
+			netrx += c.NetRX.Median
+			if c.SoftirqMS.N != rep.Runs || c.Dropped.N != rep.Runs || c.TimeSqueeze.N != rep.Runs || c.RPSReceived.N != rep.Runs {
+				t.Errorf("%s cpu %d: a counter was not summarised: %+v", name, c.CPU, c)
+			}
+		}
+		if processed == 0 || netrx == 0 {
+			t.Errorf("%s: load left no trace in softnet (%v) or NET_RX (%v)", name, processed, netrx)
+		}
+	}
+}
+
+func sysPath(dev, rel string) string { return filepath.Join("/sys/class/net", dev, rel) }
+
+func writeSys(t *testing.T, dev, rel, v string) {
+	t.Helper()
+	if err := os.WriteFile(sysPath(dev, rel), []byte(v), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readSys(t *testing.T, dev, rel string) string {
+	t.Helper()
+	b, err := os.ReadFile(sysPath(dev, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func sameMaskText(a, b string) bool {
+	x, err1 := parseMask(a)
+	y, err2 := parseMask(b)
+	return err1 == nil && err2 == nil && fmt.Sprint(x) == fmt.Sprint(y)
+}
+
+// steeringState reads every knob tune may touch on the devices: rps_cpus
+// and rps_flow_cnt per rx queue, xps_cpus per tx queue, the NAPI threads'
+// affinity, and rps_sock_flow_entries where it exists.
+func steeringState(t *testing.T, devs []string) map[string]string {
+	t.Helper()
+	st := map[string]string{}
+	for _, d := range devs {
+		for _, pat := range []string{"queues/rx-*/rps_cpus", "queues/rx-*/rps_flow_cnt", "queues/tx-*/xps_cpus"} {
+			files, err := filepath.Glob(sysPath(d, pat))
+			if err != nil || len(files) == 0 {
+				t.Fatalf("no %s on %s", pat, d)
+			}
+			for _, f := range files {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					st[f] = "error: " + err.Error()
+					continue
+				}
+				st[f] = strings.TrimSpace(string(b))
+			}
+		}
+		pids, err := netnstest.NAPIThreads(d, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, pid := range pids {
+			var set unix.CPUSet
+			if err := unix.SchedGetaffinity(pid, &set); err != nil {
+				t.Fatalf("affinity of %d: %v", pid, err)
+			}
+			var cpus []string
+			for c := 0; c < 1024; c++ {
+				if set.IsSet(c) {
+					cpus = append(cpus, fmt.Sprint(c))
+				}
+			}
+			st[fmt.Sprintf("napi/%s #%d (pid %d)", d, i, pid)] = strings.Join(cpus, ",")
+		}
+	}
+	// rps_sock_flow_entries is global (init_net only): absent in a namespace.
+	if b, err := os.ReadFile("/proc/sys/net/core/rps_sock_flow_entries"); err == nil {
+		st["rps_sock_flow_entries"] = strings.TrimSpace(string(b))
+	}
+	return st
+}
+
+func sameState(t *testing.T, before, after map[string]string) bool {
+	t.Helper()
+	ok := len(before) == len(after)
+	keys := make([]string, 0, len(before))
+	for k := range before {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if after[k] != before[k] {
+			t.Errorf("%s: before %q, after %q", k, before[k], after[k])
+			ok = false
+		}
+	}
+	return ok
+}
