@@ -3,9 +3,226 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/packet-steering/packet-steering/internal/demo"
+	"github.com/packet-steering/packet-steering/internal/ubus"
+	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
+	luciapp "github.com/packet-steering/packet-steering/luci-app"
+	"github.com/packet-steering/packet-steering/platform/fixture"
+	"github.com/packet-steering/packet-steering/steering"
+	"github.com/packet-steering/packet-steering/ubusobj"
 )
 
-// runDemo is being built; see the issue that owns the demo subcommand.
+// runDemo is `packet-steering demo [--port 8080] [--dir DIR]`: a simulated
+// router (the fixture preset "demo" built in DIR/root), an in-process ubus
+// broker on DIR/ubus.sock, the packet_steering object served on it by the
+// daemon's logic, and the LuCI page on http://127.0.0.1:PORT/. It runs until
+// ctx is cancelled (Ctrl-C), then stops everything and, unless --dir was
+// given, removes the temporary directory.
 func runDemo(ctx context.Context, env *cliEnv, args []string) error {
-	return errors.New("demo: not built yet")
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	port := fs.Int("port", 8080, "TCP port on 127.0.0.1 for the page (0: any free port)")
+	dir := fs.String("dir", "", "directory for the demo root and socket, kept at exit (default: a temporary directory, removed at exit)")
+	fs.Usage = func() {
+		fmt.Fprintln(env.stderr, "usage: packet-steering demo [--port 8080] [--dir DIR]")
+		fmt.Fprintln(env.stderr)
+		fmt.Fprintln(env.stderr, "Runs a simulated 4-CPU router with the packet_steering ubus object and")
+		fmt.Fprintln(env.stderr, "serves its LuCI page on 127.0.0.1. Ctrl-C stops it and cleans up.")
+		fmt.Fprintln(env.stderr)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if *port < 0 || *port > 65535 {
+		return usagef("--port %d: want 0-65535", *port)
+	}
+
+	d, err := startDemo(ctx, *dir, *port)
+	if err != nil {
+		return err
+	}
+	d.printIntro(env)
+	<-ctx.Done()
+	fmt.Fprintln(env.stdout, "packet-steering demo: stopping")
+	if err := d.stop(); err != nil {
+		return err
+	}
+	if d.removeDir {
+		fmt.Fprintf(env.stdout, "packet-steering demo: stopped, removed %s\n", d.dir)
+	} else {
+		fmt.Fprintf(env.stdout, "packet-steering demo: stopped, kept %s\n", d.dir)
+	}
+	return nil
+}
+
+// demoRun is a running demo; stop undoes startDemo in reverse order.
+type demoRun struct {
+	dir, root, sock string
+	removeDir       bool
+	url             string
+
+	broker *ubustest.Broker
+	daemon *ubus.Conn
+	object *ubusobj.Object
+	bridge *ubus.Conn
+	cancel context.CancelFunc
+	served chan error
+}
+
+func startDemo(ctx context.Context, dir string, port int) (d *demoRun, err error) {
+	d = &demoRun{dir: dir}
+	defer func() {
+		if err != nil {
+			_ = d.stop()
+		}
+	}()
+	if d.dir == "" {
+		if d.dir, err = os.MkdirTemp("", "packet-steering-demo-"); err != nil {
+			return d, fmt.Errorf("demo: %w", err)
+		}
+		d.removeDir = true
+	} else if err = os.MkdirAll(d.dir, 0o755); err != nil {
+		return d, fmt.Errorf("demo: %w", err)
+	}
+	if d.dir, err = filepath.Abs(d.dir); err != nil {
+		return d, fmt.Errorf("demo: %w", err)
+	}
+	d.root = filepath.Join(d.dir, "root")
+	d.sock = filepath.Join(d.dir, "ubus.sock")
+	if len(d.sock) >= 108 {
+		return d, fmt.Errorf("demo: socket path %s is too long for a unix socket; use a shorter --dir", d.sock)
+	}
+
+	spec, ok := fixture.Preset("demo")
+	if !ok {
+		return d, errors.New("demo: the fixture preset \"demo\" is missing")
+	}
+	if _, err := os.Stat(d.root); err == nil {
+		return d, fmt.Errorf("demo: %s exists; use an empty --dir", d.root)
+	}
+	if err := fixture.Build(d.root, spec); err != nil {
+		return d, fmt.Errorf("demo: build the demo router: %w", err)
+	}
+
+	if d.broker, err = ubustest.Listen(d.sock); err != nil {
+		return d, fmt.Errorf("demo: ubus broker: %w", err)
+	}
+
+	// The daemon's side: the packet_steering object on its own connection.
+	if d.daemon, err = ubus.Dial(ctx, d.sock); err != nil {
+		return d, fmt.Errorf("demo: daemon connection: %w", err)
+	}
+	d.object = ubusobj.New(steering.NewEngine(d.root), ubusobj.Options{Events: d.daemon})
+	if err := d.daemon.AddObject(ctx, d.object.UbusObject()); err != nil {
+		return d, fmt.Errorf("demo: register %s: %w", ubusobj.Path, err)
+	}
+	// Like the daemon at boot: make the machine match the configured plan.
+	if _, err := d.object.Apply(ctx, steering.ApplyRequest{Reason: "demo start"}); err != nil {
+		return d, fmt.Errorf("demo: first apply: %w", err)
+	}
+
+	// The web side: a second client, as uhttpd is on a router.
+	if d.bridge, err = ubus.Dial(ctx, d.sock); err != nil {
+		return d, fmt.Errorf("demo: bridge connection: %w", err)
+	}
+	srv, err := demo.NewServer(demo.Config{
+		Bus:      demo.UbusBus{C: d.bridge},
+		App:      luciapp.Files(),
+		Hostname: demoHostname(d.root),
+	})
+	if err != nil {
+		return d, err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return d, fmt.Errorf("demo: %w", err)
+	}
+	d.url = "http://" + ln.Addr().String() + "/"
+	sctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	d.served = make(chan error, 1)
+	go func() { d.served <- srv.Serve(sctx, ln) }()
+	return d, nil
+}
+
+// demoHostname is the board's model as the fixture root shows it.
+func demoHostname(root string) string {
+	b, err := os.ReadFile(filepath.Join(root, "tmp", "sysinfo", "model"))
+	if s := strings.TrimSpace(string(b)); err == nil && s != "" {
+		return s
+	}
+	return "OpenWrt"
+}
+
+func (d *demoRun) printIntro(env *cliEnv) {
+	w := env.stdout
+	fmt.Fprintf(w, "packet-steering demo: a simulated router in %s\n", d.root)
+	fmt.Fprintf(w, "  open  %s\n", d.url)
+	fmt.Fprintf(w, "  try   packet-steering call --socket %s status\n", d.sock)
+	fmt.Fprintf(w, "        packet-steering call --socket %s get_queues '{\"device\":\"eth0\"}'\n", d.sock)
+	fmt.Fprintf(w, "        packet-steering call --socket %s set_mode '{\"mode\":\"legacy\"}'\n", d.sock)
+	fmt.Fprintf(w, "        curl -s %subus -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"call\",\"params\":[\"%s\",\"packet_steering\",\"status\",{}]}'\n",
+		d.url, demo.DefaultSID)
+	if d.removeDir {
+		fmt.Fprintf(w, "  Ctrl-C stops the demo and removes %s\n", d.dir)
+	} else {
+		fmt.Fprintf(w, "  Ctrl-C stops the demo; %s is kept\n", d.dir)
+	}
+}
+
+// stop shuts down what startDemo started, newest first, and removes the
+// temporary directory. It is safe on a partly started demo.
+func (d *demoRun) stop() error {
+	var errs []error
+	if d.cancel != nil {
+		d.cancel()
+		if err := <-d.served; err != nil {
+			errs = append(errs, err)
+		}
+		d.cancel = nil
+	}
+	if d.bridge != nil {
+		_ = d.bridge.Close()
+		d.bridge = nil
+	}
+	if d.object != nil {
+		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := d.object.Drain(dctx); err != nil {
+			errs = append(errs, fmt.Errorf("demo: drain: %w", err))
+		}
+		cancel()
+		d.object = nil
+	}
+	if d.daemon != nil {
+		_ = d.daemon.Close()
+		d.daemon = nil
+	}
+	if d.broker != nil {
+		if err := d.broker.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("demo: broker: %w", err))
+		}
+		d.broker = nil
+	}
+	if d.removeDir && d.dir != "" {
+		if err := os.RemoveAll(d.dir); err != nil {
+			errs = append(errs, fmt.Errorf("demo: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }
