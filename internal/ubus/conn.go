@@ -150,15 +150,68 @@ type request struct {
 // notifyFunc receives events and notifications for a client-side object.
 type notifyFunc func(method string, data []Attr)
 
+// sinkMax bounds the events or notifications queued for one slow callback;
+// beyond it the oldest are dropped.
+const sinkMax = 4096
+
 // sink is a client-side object that receives events or notifications; its
-// callbacks run in order on their own goroutine.
+// callback runs on its own goroutine, one item after another, in order.
 type sink struct {
-	queue chan sinkItem
+	mu      sync.Mutex
+	items   []sinkItem
+	closed  bool
+	wake    chan struct{}
+	dropped int
 }
 
 type sinkItem struct {
 	method string
 	data   []Attr
+}
+
+func newSink() *sink { return &sink{wake: make(chan struct{}, 1)} }
+
+func (s *sink) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// push queues an item; it never blocks the connection's reader.
+func (s *sink) push(it sinkItem) {
+	s.mu.Lock()
+	if !s.closed {
+		if len(s.items) >= sinkMax {
+			s.items = s.items[1:]
+			s.dropped++
+		}
+		s.items = append(s.items, it)
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *sink) close() {
+	s.mu.Lock()
+	s.closed, s.items = true, nil
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *sink) run(fn notifyFunc) {
+	for range s.wake {
+		s.mu.Lock()
+		items, closed := s.items, s.closed
+		s.items = nil
+		s.mu.Unlock()
+		for _, it := range items {
+			fn(it.method, it.data)
+		}
+		if closed {
+			return
+		}
+	}
 }
 
 // Conn is a connection to a ubus broker. All methods are safe for
@@ -290,7 +343,7 @@ func (c *Conn) readLoop(br *bufio.Reader) {
 		close(r.done)
 	}
 	for _, s := range sinks {
-		close(s.queue)
+		s.close()
 	}
 	for _, o := range objects {
 		o.mu.Lock()
@@ -370,7 +423,7 @@ func (c *Conn) handleInvoke(m *Message) {
 	switch {
 	case s != nil:
 		if argErr == nil && hasMethod {
-			s.queue <- sinkItem{method: method, data: args}
+			s.push(sinkItem{method: method, data: args})
 		}
 		if !noReply {
 			c.reply(m, id, nil, StatusOf(argErr))
@@ -649,7 +702,7 @@ func (c *Conn) Send(ctx context.Context, event string, data []Attr) error {
 // addSink registers an anonymous object that receives invokes as events or
 // notifications, and returns its id.
 func (c *Conn) addSink(ctx context.Context, fn notifyFunc) (uint32, *sink, error) {
-	s := &sink{queue: make(chan sinkItem, 64)}
+	s := newSink()
 	var id uint32
 	_, err := c.roundTrip(ctx, &Message{Type: MsgAddObject}, func(d *Message) {
 		if v, ok := d.U32(AttrObjID); ok {
@@ -670,11 +723,7 @@ func (c *Conn) addSink(ctx context.Context, fn notifyFunc) (uint32, *sink, error
 		}
 		return 0, nil, err
 	}
-	go func() {
-		for it := range s.queue {
-			fn(it.method, it.data)
-		}
-	}()
+	go s.run(fn)
 	return id, s, nil
 }
 
@@ -684,7 +733,7 @@ func (c *Conn) dropSink(id uint32) {
 	delete(c.sinks, id)
 	c.mu.Unlock()
 	if s != nil {
-		close(s.queue)
+		s.close()
 	}
 }
 
