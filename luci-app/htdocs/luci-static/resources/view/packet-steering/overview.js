@@ -437,7 +437,7 @@ return view.extend({
 				]),
 				E('div', { 'class': 'ps-tile-sub' }, [
 					st.in_sync ? _('every knob holds the planned value')
-						: _('%d knobs differ from the plan (marked in the map)').format(diffs)
+						: _('differences from the plan: %d, framed in red in the map').format(diffs)
 				])
 			]),
 			E('div', { 'class': 'ps-tile' }, [

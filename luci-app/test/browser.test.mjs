@@ -1,0 +1,249 @@
+// Browser test of the LuCI page: runs `packet-steering demo` (built by
+// `make test-browser`) on a free port with its own directory, drives Debian's
+// headless Chromium through playwright-core, and checks the page against the
+// demo router's files on disk.
+//
+// Run: make test-browser   (or: cd luci-app/test && node --test browser.test.mjs)
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const repo = path.resolve(here, '..', '..');
+const binary = path.join(repo, 'packet-steering');
+const screenshots = path.join(here, 'screenshots');
+const readmePNG = path.join(repo, 'docs', 'demo.png');
+
+const CHROMIUM_ARGS = [
+	'--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+	'--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic'
+];
+
+let tmp, dir, demo, demoOut = '', url, context, page;
+const consoleErrors = [];
+
+function freePort() {
+	return new Promise((resolve, reject) => {
+		const srv = net.createServer();
+		srv.on('error', reject);
+		srv.listen(0, '127.0.0.1', () => {
+			const { port } = srv.address();
+			srv.close(() => resolve(port));
+		});
+	});
+}
+
+function killDemo() {
+	if (demo && demo.exitCode === null && demo.signalCode === null)
+		demo.kill('SIGKILL');
+}
+
+// The demo root's files, read from disk.
+function queueDir(dev) {
+	return path.join(dir, 'root', 'sys', 'class', 'net', dev, 'queues');
+}
+
+function rxQueues(dev) {
+	return fs.readdirSync(queueDir(dev)).filter((q) => /^rx-\d+$/.test(q))
+		.sort((a, b) => a.slice(3) - b.slice(3));
+}
+
+function readKnob(dev, queue, knob) {
+	return fs.readFileSync(path.join(queueDir(dev), queue, knob), 'utf8').trim();
+}
+
+// Every rx/tx queue knob of every device, and the UCI files: what an apply
+// may change.
+function snapshotKnobs() {
+	const out = {};
+	const net = path.join(dir, 'root', 'sys', 'class', 'net');
+	for (const dev of fs.readdirSync(net)) {
+		const qd = queueDir(dev);
+		if (!fs.existsSync(qd))
+			continue;
+		for (const q of fs.readdirSync(qd))
+			for (const f of fs.readdirSync(path.join(qd, q)))
+				out[`${dev}/${q}/${f}`] = fs.readFileSync(path.join(qd, q, f), 'utf8');
+	}
+	const conf = path.join(dir, 'root', 'etc', 'config');
+	for (const f of fs.readdirSync(conf))
+		out[`etc/config/${f}`] = fs.readFileSync(path.join(conf, f), 'utf8');
+	return out;
+}
+
+// A kernel hex mask ("e", "1,00000000") as CPU numbers.
+function maskCPUs(mask) {
+	const cpus = [];
+	const groups = mask.split(',').reverse();
+	groups.forEach((g, gi) => {
+		const word = parseInt(g, 16);
+		for (let b = 0; b < 32; b++)
+			if (Math.floor(word / 2 ** b) % 2)
+				cpus.push(gi * 32 + b);
+	});
+	return cpus;
+}
+
+// The CPUs the page shows as live RPS targets of dev's queue.
+async function pageRPS(dev, queue) {
+	return page.$$eval(`[data-device="${dev}"] .ps-cell[data-queue="${queue}"]`, (cells) =>
+		cells.filter((c) => c.querySelector('[data-mark="rps"][data-state="both"], [data-mark="rps"][data-state="drop"]'))
+			.map((c) => +c.getAttribute('data-cpu')));
+}
+
+async function dismissNotifications() {
+	for (const b of await page.$$('#maincontent > .alert-message button'))
+		await b.click();
+}
+
+before(async () => {
+	assert.ok(fs.existsSync(binary), `${binary} is missing: run \`make build\` first (make test-browser does)`);
+	tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ps-browser-'));
+	dir = path.join(tmp, 'demo');
+	const port = await freePort();
+	demo = spawn(binary, [ 'demo', '--port', String(port), '--dir', dir ], { stdio: [ 'ignore', 'pipe', 'pipe' ] });
+	process.on('exit', killDemo);
+	url = await new Promise((resolve, reject) => {
+		const timer = setTimeout(() => reject(new Error(`demo printed no URL within 30 s:\n${demoOut}`)), 30000);
+		const onData = (chunk) => {
+			demoOut += chunk;
+			const m = /open\s+(http:\/\/127\.0\.0\.1:\d+\/)/.exec(demoOut);
+			if (m) {
+				clearTimeout(timer);
+				resolve(m[1]);
+			}
+		};
+		demo.stdout.on('data', onData);
+		demo.stderr.on('data', (c) => { demoOut += c; });
+		demo.on('exit', (code, sig) => {
+			clearTimeout(timer);
+			reject(new Error(`demo exited (${code ?? sig}) before serving:\n${demoOut}`));
+		});
+	});
+	// A fresh profile in our own directory (launchPersistentContext passes
+	// it to Chromium as --user-data-dir).
+	context = await chromium.launchPersistentContext(path.join(tmp, 'chromium-profile'), {
+		executablePath: '/usr/bin/chromium',
+		args: CHROMIUM_ARGS,
+		viewport: { width: 1280, height: 900 }
+	});
+	page = context.pages()[0] ?? await context.newPage();
+	page.on('console', (msg) => {
+		if (msg.type() === 'error')
+			consoleErrors.push(msg.text());
+	});
+	page.on('pageerror', (err) => consoleErrors.push(`pageerror: ${err.message}`));
+});
+
+after(async () => {
+	if (context)
+		await context.close().catch(() => {});
+	if (demo && demo.exitCode === null && demo.signalCode === null) {
+		const exited = new Promise((resolve) => demo.once('exit', resolve));
+		demo.kill('SIGINT');
+		const timer = setTimeout(killDemo, 5000);
+		await exited;
+		clearTimeout(timer);
+	}
+	if (tmp)
+		fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+test('the page loads without console errors', { timeout: 60000 }, async () => {
+	const res = await page.goto(url);
+	assert.equal(res.status(), 200);
+	assert.match(page.url(), /\/cgi-bin\/luci\/admin\/network\/packet_steering$/);
+	await page.waitForSelector('#ps-mode', { timeout: 20000 });
+	assert.equal(await page.textContent('#ps-mode'), 'auto');
+	assert.equal(await page.textContent('#ps-sync'), 'In sync');
+	assert.ok((await page.textContent('#ps-policy')).length > 0, 'policy shown');
+	assert.ok(await page.isVisible('#ps-evidence'), 'evidence shown');
+	// One poll later the page is still whole and quiet.
+	await page.waitForTimeout(5500);
+	assert.equal(await page.$$eval('#maincontent > .alert-message', (n) => n.length), 0, 'no notification');
+	assert.deepEqual(consoleErrors, []);
+});
+
+test('the map shows 4 CPUs and eth0\'s 4 queues, as on disk', { timeout: 30000 }, async () => {
+	const heads = await page.$$eval('[data-device="eth0"] .ps-colhead', (n) => n.map((e) => e.textContent));
+	assert.deepEqual(heads, [ 'CPU 0', 'CPU 1', 'CPU 2', 'CPU 3' ]);
+	const rows = await page.$$eval('[data-device="eth0"] .ps-rowhead b', (n) => n.map((e) => e.textContent));
+	assert.deepEqual(rows, rxQueues('eth0'));
+	assert.equal(rows.length, 4);
+	assert.equal(await page.$$eval('[data-device="eth0"] .ps-cell', (n) => n.length), 16);
+	// Each ring's NAPI thread and IRQ are marked on one CPU each.
+	for (const q of rows) {
+		const napi = await page.$$eval(`[data-device="eth0"] .ps-cell[data-queue="${q}"] [data-mark="napi"]`, (n) => n.length);
+		const irq = await page.$$eval(`[data-device="eth0"] .ps-cell[data-queue="${q}"] [data-mark="irq"]`, (n) => n.length);
+		assert.ok(napi >= 1 && irq >= 1, `${q}: NAPI ${napi}, IRQ ${irq} marks`);
+		assert.deepEqual(await pageRPS('eth0', q), maskCPUs(readKnob('eth0', q, 'rps_cpus')), `${q} RPS as on disk`);
+	}
+	assert.equal(await page.$$eval('.ps-cell.ps-diff', (n) => n.length), 0, 'nothing out of sync');
+	assert.equal(await page.$$eval('#ps-load [data-cpu]', (n) => n.length), 4, 'softnet rows for 4 CPUs');
+});
+
+test('legacy + Save & Apply rewrites rps_cpus and the page follows', { timeout: 60000 }, async () => {
+	const before = Object.fromEntries(rxQueues('eth0').map((q) => [ q, readKnob('eth0', q, 'rps_cpus') ]));
+	await page.selectOption('#ps-mode-select', 'legacy');
+	await page.getByRole('button', { name: 'Save & Apply' }).click();
+	await page.waitForFunction(() => document.querySelector('#ps-mode')?.textContent === 'legacy', null, { timeout: 20000 });
+	const afterMasks = Object.fromEntries(rxQueues('eth0').map((q) => [ q, readKnob('eth0', q, 'rps_cpus') ]));
+	assert.notDeepEqual(afterMasks, before, 'legacy changed eth0\'s rps_cpus files');
+	for (const q of Object.keys(afterMasks))
+		assert.deepEqual(await pageRPS('eth0', q), maskCPUs(afterMasks[q]), `${q}: page shows the new mask ${afterMasks[q]}`);
+	assert.match(await page.textContent('#ps-result-summary'), /^Mode legacy: [1-9]\d* changed/);
+	assert.equal(await page.textContent('#ps-sync'), 'In sync');
+	const conf = fs.readFileSync(path.join(dir, 'root', 'etc', 'config', 'packet_steering'), 'utf8');
+	assert.match(conf, /option mode '?legacy'?/, 'the mode was saved');
+	await dismissNotifications();
+});
+
+test('an invalid flows value shows an error and changes nothing', { timeout: 60000 }, async () => {
+	const before = snapshotKnobs();
+	for (const [ value, message ] of [
+		[ '12abc', /Flows must be a whole number/ ],
+		[ '-5', /Invalid argument/ ],
+		[ '99999999999', /Invalid argument/ ]
+	]) {
+		const n = await page.$$eval('#maincontent > .alert-message.danger', (e) => e.length);
+		await page.fill('#ps-flows', value);
+		await page.getByRole('button', { name: 'Save & Apply' }).click();
+		await page.waitForFunction((n) => document.querySelectorAll('#maincontent > .alert-message.danger').length > n, n, { timeout: 10000 });
+		const text = await page.textContent('#maincontent > .alert-message.danger');
+		assert.match(text, message, `flows ${value}`);
+	}
+	assert.deepEqual(snapshotKnobs(), before, 'no knob and no config file changed');
+	assert.equal(await page.textContent('#ps-mode'), 'legacy');
+	await page.getByRole('button', { name: 'Reset' }).click();
+	assert.equal(await page.inputValue('#ps-flows'), '0');
+	await dismissNotifications();
+});
+
+test('a knob changed behind the daemon\'s back is marked, and re-apply fixes it', { timeout: 60000 }, async () => {
+	const q = 'rx-1';
+	const planned = readKnob('eth0', q, 'rps_cpus');
+	const foreign = maskCPUs(planned).length === 4 ? '1' : 'f';
+	fs.writeFileSync(path.join(queueDir('eth0'), q, 'rps_cpus'), foreign + '\n');
+	await page.waitForFunction(() => document.querySelector('#ps-sync')?.textContent === 'Out of sync', null, { timeout: 15000 });
+	const diff = await page.$$eval(`[data-device="eth0"] .ps-cell.ps-diff`, (n) => n.map((c) => c.getAttribute('data-queue')));
+	assert.ok(diff.length > 0 && diff.every((x) => x === q), `out-of-sync cells ${diff}, want only ${q}`);
+	assert.deepEqual(await pageRPS('eth0', q), maskCPUs(foreign), 'the map shows the live mask');
+
+	fs.mkdirSync(screenshots, { recursive: true });
+	await page.screenshot({ path: path.join(screenshots, 'overview.png'), fullPage: true });
+	fs.mkdirSync(path.dirname(readmePNG), { recursive: true });
+	fs.copyFileSync(path.join(screenshots, 'overview.png'), readmePNG);
+
+	await page.getByRole('button', { name: 'Re-apply the configured plan' }).click();
+	await page.waitForFunction(() => document.querySelector('#ps-sync')?.textContent === 'In sync', null, { timeout: 15000 });
+	assert.equal(readKnob('eth0', q, 'rps_cpus'), planned, 'apply restored the planned mask');
+	assert.equal(await page.$$eval('.ps-cell.ps-diff', (n) => n.length), 0);
+	assert.deepEqual(consoleErrors, [], 'no console errors over the whole session');
+});
