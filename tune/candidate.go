@@ -3,8 +3,9 @@ package tune
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
+
+	"github.com/packet-steering/packet-steering/steering"
 )
 
 // Candidate is one configuration to measure: a mode, or (Mode custom) the
@@ -88,7 +89,7 @@ func ParseCandidates(s string) ([]Candidate, error) {
 				if len(dev) > 15 {
 					return nil, fmt.Errorf("candidate %q: device name %q is longer than 15 bytes", f, dev)
 				}
-				if _, err := parseMask(mask); err != nil {
+				if _, err := steering.ParseMask(mask); err != nil {
 					return nil, fmt.Errorf("candidate %q: device %s: %w", f, dev, err)
 				}
 				if devs[dev] {
@@ -106,57 +107,6 @@ func ParseCandidates(s string) ([]Candidate, error) {
 		out = append(out, c)
 	}
 	return out, nil
-}
-
-// parseMask checks a kernel hex mask ("f", "1,00000000") and returns the
-// CPUs it holds, in order.
-func parseMask(s string) ([]int, error) {
-	groups := strings.Split(s, ",")
-	var cpus []int
-	for gi := len(groups) - 1; gi >= 0; gi-- {
-		g := groups[gi]
-		if g == "" || len(g) > 8 {
-			return nil, fmt.Errorf("mask %q: group %q must be 1 to 8 hex digits", s, g)
-		}
-		v, err := strconv.ParseUint(g, 16, 32)
-		if err != nil {
-			return nil, fmt.Errorf("mask %q: %w", s, err)
-		}
-		base := 32 * (len(groups) - 1 - gi)
-		for b := 0; b < 32; b++ {
-			if v&(1<<b) != 0 {
-				cpus = append(cpus, base+b)
-			}
-		}
-	}
-	return cpus, nil
-}
-
-// formatMask renders CPUs as a kernel hex mask with 32-bit comma groups.
-func formatMask(cpus []int) string {
-	if len(cpus) == 0 {
-		return "0"
-	}
-	top := 0
-	for _, c := range cpus {
-		if c > top {
-			top = c
-		}
-	}
-	groups := make([]uint32, top/32+1)
-	for _, c := range cpus {
-		groups[c/32] |= 1 << (c % 32)
-	}
-	parts := make([]string, len(groups))
-	for i := range groups {
-		g := groups[len(groups)-1-i]
-		if i == 0 {
-			parts[i] = strconv.FormatUint(uint64(g), 16)
-		} else {
-			parts[i] = fmt.Sprintf("%08x", g)
-		}
-	}
-	return strings.Join(parts, ",")
 }
 
 // Layout is what candidate generation needs to know about the machine.
@@ -184,7 +134,7 @@ func (l Layout) Variants(dev string) []string {
 		}
 	}
 	for _, c := range l.CPUs {
-		add(formatMask([]int{c}))
+		add(steering.NewCPUSet(c).Mask())
 	}
 	if rx := l.RxCPUs[dev]; len(rx) > 0 {
 		pinned := map[int]bool{}
@@ -198,7 +148,7 @@ func (l Layout) Variants(dev string) []string {
 			}
 		}
 		if len(rest) > 0 && len(rest) < len(l.CPUs) {
-			add(formatMask(rest))
+			add(steering.NewCPUSet(rest...).Mask())
 		}
 	}
 	return out

@@ -252,7 +252,12 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 		}
 		return nil
 	}
+	release, err := LockApplies(ctx, filepath.Join(o.Root, "var", "lock"), 10*time.Second)
+	if err != nil {
+		return err
+	}
 	rep, err := sw.Run(ctx)
+	release()
 	if rep != nil {
 		if werr := o.write(stdout, rep); werr != nil {
 			err = errors.Join(err, werr)

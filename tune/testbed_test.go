@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/packet-steering/packet-steering/internal/netnstest"
+	"github.com/packet-steering/packet-steering/steering"
 )
 
 // The testbed: three namespaces made by the test, client - router - server,
@@ -190,7 +191,7 @@ func testbedRouter(t *testing.T) {
 			t.Errorf("saved config lacks %q:\n%s", want, saved)
 		}
 	}
-	if got := readSys(t, devs[1], "queues/rx-0/rps_cpus"); !sameMaskText(got, "2") {
+	if got := readSys(t, devs[1], "queues/rx-0/rps_cpus"); !steering.SameMask(got, "2") {
 		t.Errorf("after --save %s rx-0 rps_cpus = %q, want 2", devs[1], got)
 	}
 }
@@ -302,12 +303,6 @@ func readSys(t *testing.T, dev, rel string) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(b))
-}
-
-func sameMaskText(a, b string) bool {
-	x, err1 := parseMask(a)
-	y, err2 := parseMask(b)
-	return err1 == nil && err2 == nil && fmt.Sprint(x) == fmt.Sprint(y)
 }
 
 // steeringState reads every knob tune may touch on the devices: rps_cpus
