@@ -52,7 +52,6 @@ type Broker struct {
 	eventSeq  uint16
 	pending   map[pendingKey]struct{}
 	wg        sync.WaitGroup
-	socket    string // removed by Close when Listen created it
 }
 
 type client struct {
@@ -121,23 +120,34 @@ func Listen(path string) (*Broker, error) {
 		ul.SetUnlinkOnClose(true)
 	}
 	b := New()
-	b.socket = path
-	go func() { _ = b.Serve(l) }()
+	b.track(l)
+	go func() { _ = b.acceptLoop(l) }()
 	return b, nil
 }
 
 // Serve accepts clients on l until l fails or the broker is closed. It
 // returns nil after Close.
 func (b *Broker) Serve(l net.Listener) error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		l.Close()
+	if !b.track(l) {
 		return nil
+	}
+	return b.acceptLoop(l)
+}
+
+// track records l so that Close stops it; false if the broker is closed.
+func (b *Broker) track(l net.Listener) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		l.Close()
+		return false
 	}
 	b.listeners = append(b.listeners, l)
 	b.wg.Add(1)
-	b.mu.Unlock()
+	return true
+}
+
+func (b *Broker) acceptLoop(l net.Listener) error {
 	defer b.wg.Done()
 	for {
 		nc, err := l.Accept()
