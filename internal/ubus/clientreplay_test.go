@@ -65,6 +65,13 @@ func fakeBroker(t *testing.T, name string) (sock string, done <-chan error) {
 					return fmt.Errorf("message %d (%s) differs from the stock CLI's:\n got %x\nwant %x", i, m.String(), got, cm.raw)
 				}
 			}
+			// Nothing more: in particular no reply to a NO_REPLY notification.
+			for n, c := range conns {
+				_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+				if m, err := ubus.ReadMessage(c, 0); err == nil {
+					return fmt.Errorf("conn %d: unexpected %s %+v", n, m.String(), m.Attrs)
+				}
+			}
 			return nil
 		}()
 	}()

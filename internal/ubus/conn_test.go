@@ -396,3 +396,47 @@ func TestClosedConnFailsFast(t *testing.T) {
 		t.Fatalf("lookup on a dead connection: %v", err)
 	}
 }
+
+// TestInvokesServedConcurrently: two calls meet inside the handler, which
+// only works if the second is served while the first is still running.
+func TestInvokesServedConcurrently(t *testing.T) {
+	_, sock := ubustest.Start(t)
+	srv := dial(t, sock)
+	ctx := testCtx(t)
+	arrived := make(chan struct{}, 2)
+	release := make(chan struct{})
+	obj := &ubus.Object{Path: "barrier", Methods: []ubus.Method{{Name: "wait",
+		Handler: func(ctx context.Context, _ *ubus.Request) ([]ubus.Attr, error) {
+			arrived <- struct{}{}
+			select {
+			case <-release:
+				return []ubus.Attr{ubus.Bool("ok", true)}, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}}}}
+	if err := srv.AddObject(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	cli := dial(t, sock)
+	errc := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := cli.Call(ctx, "barrier", "wait", nil)
+			errc <- err
+		}()
+	}
+	for range 2 {
+		select {
+		case <-arrived:
+		case <-time.After(3 * time.Second):
+			t.Fatal("the second call was not served while the first ran")
+		}
+	}
+	close(release)
+	for range 2 {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
