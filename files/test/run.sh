@@ -1,0 +1,357 @@
+#!/bin/sh
+# shellcheck disable=SC2016 # single-quoted $ is for the shell under test
+# Shell tests for the router files (make test-shell).
+#
+# 1. shellcheck -s sh on every script under files/ and openwrt/*/files/.
+# 2. Each script run in a sandbox: a fake root (IPKG_INSTROOT) holding a copy
+#    of the shared library and a stand-in for netifd's stock packet_steering
+#    service, and recording stand-ins first on PATH for ubus, uci, logger,
+#    timeout and packet-steering; init scripts run under a stand-in rc.common
+#    whose procd_* helpers record their arguments. Every case checks what the
+#    script would have called for one event.
+#
+# The scripts run under /bin/sh, and also under `busybox ash` (OpenWrt's
+# shell) when busybox is installed. Exits non-zero when any case fails.
+set -u
+
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$repo" || exit 1
+
+pass=0
+fail=0
+ok() {
+	pass=$((pass + 1))
+	echo "ok   $1"
+}
+nok() {
+	fail=$((fail + 1))
+	echo "FAIL $1"
+	[ $# -gt 1 ] && printf '%s\n' "$2" | sed 's/^/     | /'
+	return 0
+}
+
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/ps-shell-test.XXXXXX")" || exit 1
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+# --- 1. shellcheck -----------------------------------------------------------
+
+scripts=""
+for f in $(find files openwrt/*/files -type f 2>/dev/null | sort); do
+	case "$(head -c 64 "$f")" in
+	'#!/bin/sh'* | '# shellcheck shell='*) scripts="$scripts $f" ;;
+	esac
+done
+if ! command -v shellcheck >/dev/null 2>&1; then
+	nok "shellcheck installed" "shellcheck not found (Debian package shellcheck)"
+else
+	for f in $scripts; do
+		if out="$(shellcheck -s sh -x "$f" 2>&1)"; then
+			ok "shellcheck $f"
+		else
+			nok "shellcheck $f" "$out"
+		fi
+	done
+fi
+
+for f in files/etc/init.d/packet-steering files/etc/hotplug.d/net/20-packet-steering \
+	files/etc/uci-defaults/90-packet-steering; do
+	if [ -x "$f" ]; then ok "executable $f"; else nok "executable $f"; fi
+done
+
+# --- 2. sandbox --------------------------------------------------------------
+
+# Stand-ins. Each appends one line per call to $CALLS.
+bin="$tmp/bin"
+mkdir -p "$bin"
+
+cat >"$bin/ubus" <<'EOF'
+#!/bin/sh
+echo "ubus $*" >>"$CALLS"
+up="${FAKE_UBUS_UP:-0}"
+[ "$1" = -t ] && shift 2
+case "$1" in
+list) [ "$up" = 1 ] && [ "$2" = packet_steering ] && { echo packet_steering; exit 0; }
+	echo "Command failed: Not found" >&2; exit 4 ;;
+call) [ "$up" = 1 ] || { echo "Command failed: Not found" >&2; exit 4; }
+	exit "${FAKE_UBUS_CALL_RC:-0}" ;;
+esac
+exit 1
+EOF
+
+cat >"$bin/uci" <<'EOF'
+#!/bin/sh
+# A uci with its state in $UCI_DB, one "key=value" per line.
+echo "uci $*" >>"$CALLS"
+[ "$1" = -q ] && shift
+touch "$UCI_DB"
+case "$1" in
+get) awk -v k="$2" 'index($0, k "=") == 1 { print substr($0, length(k) + 2); f = 1; exit } END { exit !f }' "$UCI_DB" ;;
+set) key="${2%%=*}"; val="${2#*=}"
+	awk -v k="$key" 'index($0, k "=") != 1' "$UCI_DB" >"$UCI_DB.new"
+	echo "$key=$val" >>"$UCI_DB.new"; mv "$UCI_DB.new" "$UCI_DB" ;;
+commit) ;;
+*) exit 1 ;;
+esac
+EOF
+
+cat >"$bin/logger" <<'EOF'
+#!/bin/sh
+echo "logger $*" >>"$CALLS"
+EOF
+
+cat >"$bin/packet-steering" <<'EOF'
+#!/bin/sh
+echo "packet-steering $*" >>"$CALLS"
+[ -n "${FAKE_PS_SLEEP:-}" ] && sleep "$FAKE_PS_SLEEP"
+echo "packet-steering done" >>"$CALLS"
+exit "${FAKE_PS_RC:-0}"
+EOF
+
+cat >"$bin/timeout" <<'EOF'
+#!/bin/sh
+echo "timeout $*" >>"$CALLS"
+shift
+exec "$@"
+EOF
+chmod +x "$bin"/*
+
+# rc.common stand-in: sh rc.common SCRIPT ACTION, as the #! line runs it.
+cat >"$tmp/rc.common" <<'EOF'
+initscript="$1"
+action="$2"
+procd_open_instance() { echo "procd_open_instance $*" >>"$CALLS"; }
+procd_set_param() { echo "procd_set_param $*" >>"$CALLS"; }
+procd_close_instance() { echo "procd_close_instance $*" >>"$CALLS"; }
+procd_add_reload_trigger() { echo "procd_add_reload_trigger $*" >>"$CALLS"; }
+procd_add_raw_trigger() { echo "procd_add_raw_trigger $*" >>"$CALLS"; }
+. "$initscript"
+case "$action" in
+start) start_service && service_triggers ;;
+reload) reload_service ;;
+*) exit 1 ;;
+esac
+EOF
+
+# Stand-in for netifd's stock service; enabled = its S25 link exists.
+stock_stub='#!/bin/sh
+echo "stock $1" >>"$CALLS"
+link="${IPKG_INSTROOT}/etc/rc.d/S25packet_steering"
+case "$1" in
+enabled) [ -e "$link" ] ;;
+enable) ln -sf ../init.d/packet_steering "$link" ;;
+disable) rm -f "$link" ;;
+esac'
+
+nsb=0
+# new_sandbox: a fresh root with our service enabled and the stock one
+# enabled (arguments: "stock-off" leaves it disabled, "no-stock" absent,
+# "ours-off" leaves our service disabled).
+new_sandbox() {
+	nsb=$((nsb + 1))
+	sb="$tmp/sb.$nsb"
+	root="$sb/root"
+	mkdir -p "$root/etc/rc.d" "$root/etc/init.d" "$root/etc/config" "$root/var/lock" \
+		"$root/usr/share/packet-steering"
+	cp files/usr/share/packet-steering/stock.sh "$root/usr/share/packet-steering/"
+	: >"$sb/calls"
+	: >"$sb/uci.db"
+	case " $* " in *" no-stock "*) ;; *)
+		printf '%s\n' "$stock_stub" >"$root/etc/init.d/packet_steering"
+		chmod +x "$root/etc/init.d/packet_steering"
+		case " $* " in *" stock-off "*) ;; *)
+			ln -s ../init.d/packet_steering "$root/etc/rc.d/S25packet_steering" ;;
+		esac ;;
+	esac
+	cp files/etc/init.d/packet-steering "$root/etc/init.d/"
+	case " $* " in *" ours-off "*) ;; *)
+		ln -s ../init.d/packet-steering "$root/etc/rc.d/S25packet-steering" ;;
+	esac
+}
+
+# run SHELL CMD...: run in the sandbox with the stand-ins first on PATH.
+run() {
+	sh_="$1"
+	shift
+	# shellcheck disable=SC2086 # $sh_ may be two words: busybox ash
+	env PATH="$bin:$PATH" IPKG_INSTROOT="$root" CALLS="$sb/calls" UCI_DB="$sb/uci.db" \
+		$sh_ "$@"
+}
+
+# expect NAME PATTERN: the calls include a line matching the grep -E PATTERN.
+expect() {
+	if grep -Eq -- "$2" "$sb/calls"; then ok "$1"; else nok "$1" "no call matching /$2/; calls were:
+$(cat "$sb/calls")"; fi
+}
+expect_not() {
+	if grep -Eq -- "$2" "$sb/calls"; then nok "$1" "unexpected call matching /$2/; calls were:
+$(cat "$sb/calls")"; else ok "$1"; fi
+}
+expect_none() {
+	if [ -s "$sb/calls" ]; then nok "$1" "expected no calls; calls were:
+$(cat "$sb/calls")"; else ok "$1"; fi
+}
+expect_db() {
+	if grep -qxF -- "$2" "$sb/uci.db"; then ok "$1"; else nok "$1" "uci state lacks '$2'; it is:
+$(cat "$sb/uci.db")"; fi
+}
+# wait_for PATTERN [SECONDS]: until a call matches (background work).
+wait_for() {
+	i=0
+	while [ "$i" -lt "$((${2:-5} * 10))" ]; do
+		grep -Eq -- "$1" "$sb/calls" && return 0
+		sleep 0.1
+		i=$((i + 1))
+	done
+	return 1
+}
+count() { grep -Ec -- "$1" "$sb/calls"; }
+
+hotplug=files/etc/hotplug.d/net/20-packet-steering
+init=files/etc/init.d/packet-steering
+defaults=files/etc/uci-defaults/90-packet-steering
+
+shells="sh"
+command -v busybox >/dev/null 2>&1 && shells="$shells busybox_ash"
+
+for shell in $shells; do
+	case "$shell" in
+	busybox_ash) SH="busybox ash" ;;
+	*) SH="$shell" ;;
+	esac
+	t="[$shell]"
+
+	# --- hotplug.d/net ---------------------------------------------------
+	new_sandbox
+	FAKE_UBUS_UP=1 ACTION=add DEVICENAME=eth0 run "$SH" "$hotplug"
+	expect "$t hotplug add, daemon up: ubus call with device and reason" \
+		'^ubus -t 2 call packet_steering apply \{"device":"eth0","reason":"hotplug"\}$'
+	expect_not "$t hotplug add, daemon up: no one-shot" '^packet-steering'
+
+	new_sandbox
+	FAKE_UBUS_UP=1 ACTION=add INTERFACE=lan1.10 run "$SH" "$hotplug"
+	expect "$t hotplug add: INTERFACE when DEVICENAME is unset" \
+		'"device":"lan1\.10"'
+
+	new_sandbox
+	FAKE_UBUS_UP=0 ACTION=add DEVICENAME=wan run "$SH" "$hotplug"
+	expect_not "$t hotplug add, daemon down: no ubus call" '^ubus .*call'
+	if wait_for '^packet-steering done'; then ok "$t hotplug add, daemon down: one-shot ran"; else nok "$t hotplug add, daemon down: one-shot ran" "$(cat "$sb/calls")"; fi
+	expect "$t hotplug add, daemon down: one-shot bounded by timeout" \
+		'^timeout [0-9]+ packet-steering apply --reason hotplug$'
+
+	new_sandbox
+	FAKE_UBUS_UP=1 FAKE_UBUS_CALL_RC=7 ACTION=add DEVICENAME=eth1 run "$SH" "$hotplug"
+	wait_for '^packet-steering done' >/dev/null
+	expect "$t hotplug add, ubus call fails: one-shot instead" '^packet-steering apply --reason hotplug$'
+
+	new_sandbox
+	FAKE_UBUS_UP=1 ACTION=remove DEVICENAME=eth0 run "$SH" "$hotplug"
+	sleep 0.2
+	expect_none "$t hotplug remove: nothing"
+
+	# shellcheck disable=SC1003 # 'eth0\' is a name ending in a backslash
+	for bad in 'eth0"x' 'a b' 'x;reboot' '$(id)' 'eth0\' 'averyveryverylong0' '' 'é0' 'x}'; do
+		new_sandbox
+		FAKE_UBUS_UP=1 ACTION=add DEVICENAME="$bad" INTERFACE='' run "$SH" "$hotplug"
+		FAKE_UBUS_UP=0 ACTION=add DEVICENAME="$bad" INTERFACE='' run "$SH" "$hotplug"
+		sleep 0.1
+		expect_none "$t hotplug bad device name '$bad': nothing"
+	done
+
+	new_sandbox ours-off
+	FAKE_UBUS_UP=0 ACTION=add DEVICENAME=eth0 run "$SH" "$hotplug"
+	sleep 0.3
+	expect_none "$t hotplug with packet-steering disabled: nothing"
+
+	new_sandbox
+	start=$(date +%s)
+	FAKE_UBUS_UP=0 FAKE_PS_SLEEP=3 ACTION=add DEVICENAME=eth0 run "$SH" "$hotplug"
+	took=$(($(date +%s) - start))
+	if [ "$took" -le 1 ]; then ok "$t hotplug never blocks (returned in ${took}s while the one-shot takes 3s)"; else nok "$t hotplug never blocks" "took ${took}s"; fi
+	wait_for '^packet-steering done' 6 >/dev/null
+
+	# Coalescing: 6 events while one-shots take 1s each: the first runs,
+	# one more waits, the rest add nothing; the last event is covered.
+	new_sandbox
+	for d in eth0 eth1 eth2 eth3 eth4 eth5; do
+		FAKE_UBUS_UP=0 FAKE_PS_SLEEP=1 ACTION=add DEVICENAME=$d run "$SH" "$hotplug"
+	done
+	sleep 3
+	n=$(count '^packet-steering apply')
+	if [ "$n" -ge 1 ] && [ "$n" -le 2 ]; then ok "$t hotplug one-shots coalesced (6 events -> $n runs)"; else nok "$t hotplug one-shots coalesced" "6 events -> $n runs"; fi
+	if [ "$(count '^packet-steering done')" = "$n" ]; then ok "$t hotplug coalesced one-shots all finished"; else nok "$t hotplug coalesced one-shots all finished" "$(cat "$sb/calls")"; fi
+
+	# --- init.d ------------------------------------------------------------
+	new_sandbox
+	run "$SH" "$tmp/rc.common" "$init" start
+	expect "$t init start: procd command" '^procd_set_param command /usr/sbin/packet-steering daemon$'
+	expect "$t init start: respawn" '^procd_set_param respawn$'
+	expect "$t init start: stderr to log" '^procd_set_param stderr 1$'
+	expect "$t init start: reload on network, firewall, packet_steering" \
+		'^procd_add_reload_trigger network firewall packet_steering$'
+	expect "$t init start: reload on interface events" \
+		'^procd_add_raw_trigger interface\.\* 1000 /etc/init\.d/packet-steering reload$'
+	expect "$t init start: stock service disabled" '^stock disable$'
+	expect "$t init start: stock service stopped" '^stock stop$'
+	if [ -e "$root/etc/rc.d/S25packet_steering" ]; then nok "$t init start: stock S25 link removed"; else ok "$t init start: stock S25 link removed"; fi
+	expect "$t init start: takeover logged" '^logger .*took steering over'
+
+	new_sandbox stock-off
+	run "$SH" "$tmp/rc.common" "$init" start
+	expect_not "$t init start, stock already disabled: left alone" '^stock (disable|stop)$'
+	expect_not "$t init start, stock already disabled: nothing logged" '^logger'
+
+	new_sandbox no-stock
+	if run "$SH" "$tmp/rc.common" "$init" start; then ok "$t init start without a stock service"; else nok "$t init start without a stock service" "$(cat "$sb/calls")"; fi
+
+	new_sandbox
+	FAKE_UBUS_UP=1 run "$SH" "$tmp/rc.common" "$init" reload
+	expect "$t init reload, daemon up: ubus call apply" \
+		'^ubus -t [0-9]+ call packet_steering apply \{"reason":"reload"\}$'
+	expect_not "$t init reload, daemon up: no one-shot" '^packet-steering'
+
+	new_sandbox
+	FAKE_UBUS_UP=0 run "$SH" "$tmp/rc.common" "$init" reload
+	expect "$t init reload, daemon down: one-shot" '^packet-steering apply --reason reload$'
+
+	# --- uci-defaults ----------------------------------------------------
+	# The boot sources each script in a subshell from /etc/uci-defaults.
+	defaults_case() { # NAME NETWORK_STEERING NETWORK_FLOWS PRESET_MODE WANT_MODE WANT_FLOWS
+		new_sandbox
+		[ -n "$2" ] && echo "network.@globals[0].packet_steering=$2" >>"$sb/uci.db"
+		[ -n "$3" ] && echo "network.@globals[0].steering_flows=$3" >>"$sb/uci.db"
+		[ -n "$4" ] && printf '%s\n' "packet_steering.globals=globals" \
+			"packet_steering.globals.mode=$4" >>"$sb/uci.db"
+		if run "$SH" -c '. "$1"' sh "$repo/$defaults"; then ok "$t uci-defaults $1: exit 0"; else nok "$t uci-defaults $1: exit 0"; fi
+		expect_db "$t uci-defaults $1: mode $5" "packet_steering.globals.mode=$5"
+		expect_db "$t uci-defaults $1: flows $6" "packet_steering.globals.flows=$6"
+		expect "$t uci-defaults $1: committed" '^uci commit packet_steering$'
+		expect_not "$t uci-defaults $1: network config untouched" '^uci set network'
+	}
+	defaults_case "steering unset" "" "" "" auto 0
+	defaults_case "steering 0" 0 "" "" off 0
+	defaults_case "steering 1" 1 "" "" auto 0
+	defaults_case "steering 2" 2 "" "" all 0
+	defaults_case "steering 1, flows 128" 1 128 "" auto 128
+	defaults_case "steering 0, flows 64" 0 64 "" off 64
+	defaults_case "flows not a number" "" "12a" "" auto 0
+	defaults_case "kept legacy" 1 "" legacy legacy 0
+	defaults_case "kept custom" "" "" custom custom 0
+	defaults_case "all no longer chosen" 1 "" all auto 0
+	defaults_case "off overridden by 2" 2 "" off all 0
+	expect "$t uci-defaults: stock service disabled" '^stock disable$'
+	if [ -f "$root/etc/config/packet_steering" ]; then ok "$t uci-defaults: config file created"; else nok "$t uci-defaults: config file created"; fi
+
+	new_sandbox no-stock
+	if run "$SH" -c '. "$1"' sh "$repo/$defaults"; then ok "$t uci-defaults without a stock service: exit 0"; else nok "$t uci-defaults without a stock service: exit 0"; fi
+
+	# --- hand back (package prerm) ---------------------------------------
+	new_sandbox stock-off
+	run "$SH" -c '. "$IPKG_INSTROOT/usr/share/packet-steering/stock.sh" && ps_handback'
+	expect "$t handback: stock service enabled" '^stock enable$'
+	expect "$t handback: stock service started" '^stock start$'
+	if [ -e "$root/etc/rc.d/S25packet_steering" ]; then ok "$t handback: stock S25 link back"; else nok "$t handback: stock S25 link back"; fi
+done
+
+echo "shell tests: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

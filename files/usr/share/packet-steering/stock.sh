@@ -1,0 +1,52 @@
+# shellcheck shell=ash
+#
+# Handing the steering knobs between netifd's stock packet_steering service
+# and packet-steering, so that exactly one of them writes RPS/XPS masks, flow
+# counts and NAPI/IRQ affinities. Sourced by /etc/init.d/packet-steering,
+# /etc/uci-defaults/90-packet-steering and the package's postinst/prerm.
+#
+# How the stock service is wired (openwrt/openwrt,
+# package/network/config/netifd/files/etc/init.d/packet_steering): a procd
+# service, START=25, whose start and reload run
+# /usr/libexec/platform/packet-steering.sh (bcm53xx, bcm4908, qualcommax) or
+# else /usr/libexec/network/packet-steering.uc with
+# network.@globals[0].packet_steering and steering_flows; procd runs that
+# reload on every change of the network or firewall config and on interface
+# events, through the triggers the service registers when it starts.
+#
+# Taking over therefore disables that service (no S25packet_steering link,
+# so it never starts and never registers its triggers) and stops it if it
+# runs (procd drops its triggers). Nothing in /etc/config/network changes, so
+# LuCI's network page keeps showing the user's packet_steering and
+# steering_flows settings, which packet-steering reads and keeps truthful.
+# Handing back enables and starts the stock service again; its start applies
+# the stock rule for those settings at once.
+#
+# Paths are below ${IPKG_INSTROOT} like every OpenWrt package script; it is
+# empty on a router.
+
+PS_STOCK_INIT="${IPKG_INSTROOT}/etc/init.d/packet_steering"
+
+ps_log() {
+	logger -t packet-steering -p daemon.notice "$*"
+}
+
+# ps_takeover: disable and stop the stock service if it is enabled.
+# Idempotent; a router without the stock service is left alone.
+ps_takeover() {
+	[ -x "$PS_STOCK_INIT" ] || return 0
+	"$PS_STOCK_INIT" enabled || return 0
+	"$PS_STOCK_INIT" disable
+	"$PS_STOCK_INIT" stop >/dev/null 2>&1
+	ps_log "took steering over from netifd's packet_steering service (now disabled; removing packet-steering enables it again)"
+	return 0
+}
+
+# ps_handback: enable and start the stock service again.
+ps_handback() {
+	[ -x "$PS_STOCK_INIT" ] || return 0
+	"$PS_STOCK_INIT" enable
+	"$PS_STOCK_INIT" start >/dev/null 2>&1
+	ps_log "handed steering back to netifd's packet_steering service"
+	return 0
+}
