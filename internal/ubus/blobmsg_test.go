@@ -278,7 +278,7 @@ func TestStatusErrors(t *testing.T) {
 			t.Errorf("StatusOf(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
-	if s := ubus.StatusInvalidArgument.Error(); s != "ubus: Invalid argument" {
+	if s := ubus.StatusInvalidArgument.Error(); s != "Invalid argument" {
 		t.Errorf("Error() = %q", s)
 	}
 	if s := ubus.Status(99).String(); !strings.Contains(s, "99") {

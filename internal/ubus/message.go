@@ -97,8 +97,9 @@ func (s Status) String() string {
 	return fmt.Sprintf("Unknown error (%d)", int(s))
 }
 
-// Error implements error.
-func (s Status) Error() string { return "ubus: " + s.String() }
+// Error implements error with the same text as String; the requests of
+// this package wrap it with the operation ("ubus: invoke status: Not found").
+func (s Status) Error() string { return s.String() }
 
 // StatusOf maps an error to the status code a server replies with: nil is
 // StatusOK, a Status (also wrapped) is itself, anything else is
