@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // FS is a machine's file tree below a root directory: "/" on a router, or a
@@ -42,11 +44,48 @@ func (f FS) Path(rel ...string) string {
 
 // readString reads a small file and trims the trailing newline(s).
 func (f FS) readString(rel string) (string, error) {
-	b, err := os.ReadFile(f.Path(rel))
+	b, err := readSmall(f.Path(rel))
 	if err != nil {
 		return "", err
 	}
 	return strings.TrimRight(string(b), "\n"), nil
+}
+
+// maxSmallFile bounds readSmall; sysfs attributes are at most a page.
+const maxSmallFile = 1 << 20
+
+// readSmall reads a small file with plain open/read/close system calls:
+// sysfs and procfs attributes are read hundreds of times per snapshot, and
+// os.ReadFile's extra fstat and poller registration double the cost.
+func readSmall(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var stack [512]byte
+	buf := stack[:0]
+	for {
+		if len(buf) == cap(buf) {
+			if cap(buf) >= maxSmallFile {
+				return nil, &fs.PathError{Op: "read", Path: path, Err: errors.New("file too large")}
+			}
+			nb := make([]byte, len(buf), 2*cap(buf))
+			copy(nb, buf)
+			buf = nb
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return append([]byte(nil), buf...), nil
+		}
+		buf = buf[:len(buf)+n]
+	}
 }
 
 // linkBase returns the last element of a symlink's target, without
@@ -59,22 +98,23 @@ func (f FS) linkBase(rel string) (string, error) {
 	return filepath.Base(t), nil
 }
 
-// resolve follows the symlinks of rel and returns the result relative to the
-// root. It fails when the result leaves the root.
-func (f FS) resolve(rel string) (string, error) {
-	p, err := filepath.EvalSymlinks(f.Path(rel))
+// resolveLink returns where the symlink rel points, relative to the root,
+// joining its relative target lexically to rel's directory (sysfs links are
+// relative and point into real directories, so no further link is walked).
+// It fails for absolute targets and for targets that leave the root.
+func (f FS) resolveLink(rel string) (string, error) {
+	t, err := os.Readlink(f.Path(rel))
 	if err != nil {
 		return "", err
 	}
-	root, err := filepath.EvalSymlinks(f.root)
-	if err != nil {
-		return "", err
+	if filepath.IsAbs(t) {
+		return "", fmt.Errorf("%s: absolute link target %q", rel, t)
 	}
-	r, err := filepath.Rel(root, p)
-	if err != nil || r == ".." || strings.HasPrefix(r, "../") {
-		return "", fmt.Errorf("%s resolves outside the root", rel)
+	r := filepath.ToSlash(filepath.Join(filepath.Dir(filepath.FromSlash(rel)), t))
+	if r == ".." || strings.HasPrefix(r, "../") || r == "." {
+		return "", fmt.Errorf("%s: link leaves the root", rel)
 	}
-	return filepath.ToSlash(r), nil
+	return r, nil
 }
 
 // gaps collects what could not be read during one Read.

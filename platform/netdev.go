@@ -50,22 +50,28 @@ const kindPending = ""
 // (even one that does not resolve).
 func (f FS) readDevice(name string, g *gaps) (Device, bool) {
 	dir := classNetDir + "/" + name
+	// Read below the real device directory: one symlink less to walk per
+	// file. Gaps still name the sys/class/net path a user knows.
+	real := dir
+	if r, err := f.resolveLink(dir); err == nil {
+		real = r
+	}
 	d := Device{Name: name, RxQueues: []RxQueue{}, TxQueues: []TxQueue{}}
 	var err error
-	if d.Ifindex, err = f.readInt(dir + "/ifindex"); err != nil {
+	if d.Ifindex, err = f.readInt(real + "/ifindex"); err != nil {
 		g.add(dir+"/ifindex", err)
 	}
-	if d.OperState, err = f.readString(dir + "/operstate"); err != nil {
+	if d.OperState, err = f.readString(real + "/operstate"); err != nil {
 		g.add(dir+"/operstate", err)
 	}
-	if s, err := f.readString(dir + "/threaded"); err == nil {
+	if s, err := f.readString(real + "/threaded"); err == nil {
 		// "0"/"1"; newer kernels may print other non-zero modes.
 		d.Threaded = s != "" && s != "0" && s != "disabled"
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		g.add(dir+"/threaded", err)
 	}
 
-	entries, err := readDirNames(f.Path(dir))
+	entries, err := readDirNames(f.Path(real))
 	if err != nil {
 		g.add(dir, err)
 		return d, false
@@ -81,22 +87,22 @@ func (f FS) readDevice(name string, g *gaps) (Device, bool) {
 		}
 	}
 	if has["phy80211"] {
-		if d.Phy, err = f.readString(dir + "/phy80211/name"); err != nil {
+		if d.Phy, err = f.readString(real + "/phy80211/name"); err != nil {
 			g.add(dir+"/phy80211/name", err)
 		}
-		if d.PhyIndex, err = f.readInt(dir + "/phy80211/index"); err != nil {
+		if d.PhyIndex, err = f.readInt(real + "/phy80211/index"); err != nil {
 			g.add(dir+"/phy80211/index", err)
 		}
 		if d.Phy == "" {
 			// Keep the wifi kind even when the phy files are unreadable.
-			d.Phy, _ = f.linkBase(dir + "/phy80211")
+			d.Phy, _ = f.linkBase(real + "/phy80211")
 		}
 	}
 	if has["device"] {
-		if d.BusDevice, err = f.resolve(dir + "/device"); err != nil {
+		if d.BusDevice, err = f.resolveLink(real + "/device"); err != nil {
 			g.add(dir+"/device", err)
 		}
-		if drv, err := f.linkBase(dir + "/device/driver"); err == nil {
+		if drv, err := f.linkBase(real + "/device/driver"); err == nil {
 			d.Driver = drv
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			g.add(dir+"/device/driver", err)
@@ -104,42 +110,43 @@ func (f FS) readDevice(name string, g *gaps) (Device, bool) {
 	}
 	if has["bridge"] {
 		d.Kind = KindBridge
-		ports, err := readDirNames(f.Path(dir + "/brif"))
+		ports, err := readDirNames(f.Path(real + "/brif"))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			g.add(dir+"/brif", err)
 		}
 		d.BridgePorts = ports
 	}
 	if has["dsa"] {
-		if d.DSATagging, err = f.readString(dir + "/dsa/tagging"); err != nil {
+		if d.DSATagging, err = f.readString(real + "/dsa/tagging"); err != nil {
 			g.add(dir+"/dsa/tagging", err)
 		}
 	}
 	if has["master"] {
-		if m, err := f.linkBase(dir + "/master"); err == nil {
+		if m, err := f.linkBase(real + "/master"); err == nil {
 			d.Master = m
 		} else {
 			g.add(dir+"/master", err)
 		}
 	} else if has["brport"] {
-		if m, err := f.linkBase(dir + "/brport/bridge"); err == nil {
+		if m, err := f.linkBase(real + "/brport/bridge"); err == nil {
 			d.Master = m
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			g.add(dir+"/brport/bridge", err)
 		}
 	}
 	if has["queues"] {
-		d.RxQueues, d.TxQueues = f.readQueues(dir+"/queues", g)
+		d.RxQueues, d.TxQueues = f.readQueues(real+"/queues", dir+"/queues", g)
 	} else {
 		g.add(dir+"/queues", fs.ErrNotExist)
 	}
 	return d, has["device"]
 }
 
-// readQueues reads queues/rx-N and tx-N, ordered by N.
-func (f FS) readQueues(dir string, g *gaps) ([]RxQueue, []TxQueue) {
+// readQueues reads queues/rx-N and tx-N below real, ordered by N; gaps
+// are named below dir.
+func (f FS) readQueues(real, dir string, g *gaps) ([]RxQueue, []TxQueue) {
 	rx, tx := []RxQueue{}, []TxQueue{}
-	names, err := readDirNames(f.Path(dir))
+	names, err := readDirNames(f.Path(real))
 	if err != nil {
 		g.add(dir, err)
 		return rx, tx
@@ -148,20 +155,20 @@ func (f FS) readQueues(dir string, g *gaps) ([]RxQueue, []TxQueue) {
 		if i, ok := queueIndex(n, "rx-"); ok {
 			q := RxQueue{Index: i, Name: n}
 			var err error
-			if q.RPSCPUs, err = f.readString(dir + "/" + n + "/rps_cpus"); err != nil {
+			if q.RPSCPUs, err = f.readString(real + "/" + n + "/rps_cpus"); err != nil {
 				g.add(dir+"/"+n+"/rps_cpus", err)
 			}
-			if q.RPSFlowCnt, err = f.readInt(dir + "/" + n + "/rps_flow_cnt"); err != nil {
+			if q.RPSFlowCnt, err = f.readInt(real + "/" + n + "/rps_flow_cnt"); err != nil {
 				g.add(dir+"/"+n+"/rps_flow_cnt", err)
 			}
 			rx = append(rx, q)
 		} else if i, ok := queueIndex(n, "tx-"); ok {
 			q := TxQueue{Index: i, Name: n}
 			var err error
-			if q.XPSCPUs, err = f.readString(dir + "/" + n + "/xps_cpus"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if q.XPSCPUs, err = f.readString(real + "/" + n + "/xps_cpus"); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				g.add(dir+"/"+n+"/xps_cpus", err)
 			}
-			if q.XPSRxQs, err = f.readString(dir + "/" + n + "/xps_rxqs"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if q.XPSRxQs, err = f.readString(real + "/" + n + "/xps_rxqs"); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				g.add(dir+"/"+n+"/xps_rxqs", err)
 			}
 			tx = append(tx, q)
