@@ -58,6 +58,18 @@ for f in files/etc/init.d/packet-steering files/etc/hotplug.d/net/20-packet-stee
 	if [ -x "$f" ]; then ok "executable $f"; else nok "executable $f"; fi
 done
 
+# The package Makefile installs every runtime file, and lists the config as
+# a conffile (no OpenWrt build runs here; this keeps the two in step).
+mk=openwrt/packet-steering/Makefile
+for f in $(find files -type f ! -path 'files/test/*' | sort); do
+	if grep -q "/$f " "$mk"; then ok "$mk installs $f"; else nok "$mk installs $f"; fi
+done
+if sed -n '/conffiles/,/endef/p' "$mk" | grep -qx /etc/config/packet_steering; then
+	ok "$mk lists /etc/config/packet_steering as a conffile"
+else
+	nok "$mk lists /etc/config/packet_steering as a conffile"
+fi
+
 # --- 2. sandbox --------------------------------------------------------------
 
 # Stand-ins. Each appends one line per call to $CALLS.

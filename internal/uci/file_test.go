@@ -522,3 +522,29 @@ func helperFull(dir string) error {
 	}
 	return nil
 }
+
+// TestShippedDefaultConfig: the package's /etc/config/packet_steering reads
+// as the design's defaults and is already in the form a commit writes, so
+// the first set_mode changes only the values.
+func TestShippedDefaultConfig(t *testing.T) {
+	dir := filepath.Join("..", "..", "files", "etc", "config")
+	p, err := Load(dir, "packet_steering")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for opt, want := range map[string]string{"mode": "auto", "flows": "0"} {
+		if got, ok := p.Get("globals", opt); !ok || got != want {
+			t.Errorf("globals.%s = %q, %v; want %q", opt, got, ok, want)
+		}
+	}
+	if s := p.Section("@globals[0]"); s == nil || s.Name != "globals" {
+		t.Errorf("@globals[0] = %+v, want the section named globals", s)
+	}
+	var b bytes.Buffer
+	if err := p.Export(&b); err != nil {
+		t.Fatal(err)
+	}
+	if raw := readFile(t, filepath.Join(dir, "packet_steering")); raw != b.String() {
+		t.Errorf("shipped file is not in commit form:\n%q\nexport:\n%q", raw, b.String())
+	}
+}
