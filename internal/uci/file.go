@@ -97,7 +97,8 @@ func Commit(confDir string, p *Package) error {
 // is written and Update returns it wrapped; when fn changes nothing, nothing
 // is written. A file that does not parse is never overwritten: Update returns
 // an error wrapping its *ParseError without calling fn. Writing is as in
-// Commit. fn must not keep p after it returns.
+// Commit. fn must not keep p after it returns, and must not Load, Commit or
+// Update the same config (it would wait for the lock Update holds).
 func Update(confDir, name string, fn func(p *Package) error) error {
 	if !ValidPackageName(name) {
 		return fmt.Errorf("uci: update %q: config name: %w", name, ErrInvalid)
