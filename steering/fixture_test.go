@@ -3,7 +3,9 @@ package steering
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/packet-steering/packet-steering/platform"
@@ -17,15 +19,31 @@ import (
 // /etc/config/packet_steering). The helpers below only expand a rule over
 // queues ("queue i RPS to CPU i+1") so the lists stay readable.
 
+// presetCache holds the snapshots read from preset roots: building and
+// reading a root is the slow part, planning never changes a snapshot.
+var presetCache = struct {
+	sync.Mutex
+	m map[string]*platform.Snapshot
+}{m: map[string]*platform.Snapshot{}}
+
 // presetSnapshot builds a preset into a temp root and reads it back.
 func presetSnapshot(t testing.TB, name string) *platform.Snapshot {
 	t.Helper()
+	presetCache.Lock()
+	defer presetCache.Unlock()
+	if s, ok := presetCache.m[name]; ok {
+		return s
+	}
 	spec, ok := fixture.Preset(name)
 	if !ok {
 		t.Fatalf("no preset %q", name)
 	}
 	spec.Processes = dropPIDClashes(spec.Processes)
-	root := t.TempDir()
+	root, err := os.MkdirTemp("", "steering-preset-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(root)
 	if err := fixture.Build(root, spec); err != nil {
 		t.Fatalf("build %s: %v", name, err)
 	}
@@ -33,6 +51,7 @@ func presetSnapshot(t testing.TB, name string) *platform.Snapshot {
 	if err != nil {
 		t.Fatalf("read %s: %v", name, err)
 	}
+	presetCache.m[name] = s
 	return s
 }
 

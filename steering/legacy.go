@@ -239,10 +239,14 @@ func (r *stockRun) setNetdev(d *platform.Device, cpu int, queue string) {
 	default:
 		val = NewCPUSet(cpu)
 	}
-	for _, q := range d.RxQueues {
-		if queue != "" && q.Name != queue {
-			continue
+	if queue != "" {
+		if i, ok := r.b.rxIndex(d)[queue]; ok {
+			r.b.rps(d, d.RxQueues[i], val)
+			r.b.flowCnt(d, d.RxQueues[i], r.flows)
 		}
+		return
+	}
+	for _, q := range d.RxQueues {
 		r.b.rps(d, q, val)
 		r.b.flowCnt(d, q, r.flows)
 	}
@@ -295,48 +299,77 @@ func collectStockDevices(s *platform.Snapshot, extra map[string]bool) []*stockDe
 		threads = append(threads, &s.NAPIThreads[i])
 	}
 	sort.SliceStable(threads, func(i, j int) bool { return threads[i].PID < threads[j].PID })
+	idx := newTaskIndex(out)
 	for _, t := range threads {
-		for _, pd := range out {
-			if !taskMatches(t, pd) {
-				continue
+		pd := idx.match(t)
+		if pd == nil {
+			continue
+		}
+		pd.tasks = append(pd.tasks, t)
+		if m := napiName.FindStringSubmatch(t.Name); m != nil {
+			if id, err := strconv.Atoi(m[2]); err != nil || id > 0 {
+				// Digits too long for an int are still "> 0".
+				pd.rxTasks = append(pd.rxTasks, t)
 			}
-			pd.tasks = append(pd.tasks, t)
-			if m := napiName.FindStringSubmatch(t.Name); m != nil {
-				if id, err := strconv.Atoi(m[2]); err != nil || id > 0 {
-					// Digits too long for an int are still "> 0".
-					pd.rxTasks = append(pd.rxTasks, t)
-				}
-			}
-			break
 		}
 	}
 	return out
 }
 
-// taskMatches is task_device_match, plus the snapshot's own thread-to-device
-// link for devices named in the configuration.
-func taskMatches(t *platform.NAPIThread, pd *stockDev) bool {
+// taskIndex finds the device of a thread as task_device_match does when
+// tried on every device in order (the first match wins), without the
+// devices x threads scan: a thread can only match the device owning the
+// netdev or phy its name captures, the first mtk_soc_eth device, or (for
+// devices named in the configuration) the device of the snapshot's own
+// thread-to-netdev link; the earliest of those in device order wins.
+type taskIndex struct {
+	order   map[*stockDev]int
+	byName  map[string]*stockDev // netdev and phy names
+	byExtra map[string]*stockDev // netdev names of configured extra devices
+	mtk     *stockDev
+}
+
+func newTaskIndex(devs []*stockDev) *taskIndex {
+	ix := &taskIndex{order: map[*stockDev]int{}, byName: map[string]*stockDev{}, byExtra: map[string]*stockDev{}}
+	for i, pd := range devs {
+		ix.order[pd] = i
+		for _, d := range pd.netdevs {
+			if _, ok := ix.byName[d.Name]; !ok {
+				ix.byName[d.Name] = pd
+			}
+			if pd.extra {
+				ix.byExtra[d.Name] = pd
+			}
+		}
+		for _, phy := range pd.phys {
+			if _, ok := ix.byName[phy]; !ok {
+				ix.byName[phy] = pd
+			}
+		}
+		if pd.driver == "mtk_soc_eth" && ix.mtk == nil {
+			ix.mtk = pd
+		}
+	}
+	return ix
+}
+
+func (ix *taskIndex) match(t *platform.NAPIThread) *stockDev {
+	var best *stockDev
+	consider := func(pd *stockDev) {
+		if pd != nil && (best == nil || ix.order[pd] < ix.order[best]) {
+			best = pd
+		}
+	}
 	if m := napiName.FindStringSubmatch(t.Name); m != nil {
-		if containsString(pd.phys, m[1]) {
-			return true
-		}
-		for _, d := range pd.netdevs {
-			if d.Name == m[1] {
-				return true
-			}
-		}
+		consider(ix.byName[m[1]])
 	}
-	if pd.driver == "mtk_soc_eth" && mtkEthName.MatchString(t.Name) {
-		return true
+	if ix.mtk != nil && mtkEthName.MatchString(t.Name) {
+		consider(ix.mtk)
 	}
-	if pd.extra && t.Device != "" {
-		for _, d := range pd.netdevs {
-			if d.Name == t.Device {
-				return true
-			}
-		}
+	if t.Device != "" {
+		consider(ix.byExtra[t.Device])
 	}
-	return false
+	return best
 }
 
 func containsString(list []string, s string) bool {

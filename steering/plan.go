@@ -223,10 +223,41 @@ type builder struct {
 	acts  map[actionKey]Action
 	order map[actionKey]int // queue index for sorting
 	hints []Hint
+	// rxIdx maps a device's rx queue names to their index in RxQueues;
+	// irqsByDev lists the IRQs tied to each device. Built on first use.
+	rxIdx     map[*platform.Device]map[string]int
+	irqsByDev map[string][]*platform.IRQ
 }
 
 func newBuilder(s *platform.Snapshot) *builder {
-	return &builder{snap: s, acts: map[actionKey]Action{}, order: map[actionKey]int{}}
+	return &builder{snap: s, acts: map[actionKey]Action{}, order: map[actionKey]int{}, rxIdx: map[*platform.Device]map[string]int{}}
+}
+
+// rxIndex returns d's rx queue name -> position map.
+func (b *builder) rxIndex(d *platform.Device) map[string]int {
+	m, ok := b.rxIdx[d]
+	if !ok {
+		m = make(map[string]int, len(d.RxQueues))
+		for i, q := range d.RxQueues {
+			m[q.Name] = i
+		}
+		b.rxIdx[d] = m
+	}
+	return m
+}
+
+// deviceIRQs lists the IRQs the snapshot ties to the named netdev.
+func (b *builder) deviceIRQs(name string) []*platform.IRQ {
+	if b.irqsByDev == nil {
+		b.irqsByDev = map[string][]*platform.IRQ{}
+		for i := range b.snap.IRQs {
+			irq := &b.snap.IRQs[i]
+			if irq.Device != "" {
+				b.irqsByDev[irq.Device] = append(b.irqsByDev[irq.Device], irq)
+			}
+		}
+	}
+	return b.irqsByDev[name]
 }
 
 func (b *builder) put(k actionKey, a Action) { b.acts[k] = a }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/packet-steering/packet-steering/platform"
 )
@@ -508,6 +509,115 @@ func TestPlanCurrentValues(t *testing.T) {
 			if a.Current != "1" || !a.Holds() {
 				t.Errorf("thread %+v", a)
 			}
+		}
+	}
+}
+
+// bigMachine has n CPUs and devs NICs of q rx/tx queues each, threaded
+// NAPI with one thread per queue and one IRQ per queue.
+func bigMachine(n, devs, q int) *platform.Snapshot {
+	m := newMachine(n).target("x86/64")
+	pid := 1000
+	irq := 100
+	for d := 0; d < devs; d++ {
+		name := fmt.Sprintf("eth%d", d)
+		m.eth(name, fmt.Sprintf("sys/devices/pci0000:00/0000:%02x:%02x.0", d/256, d%256), "igc", q, q)
+		for i := 0; i < q; i++ {
+			m.thread(pid, fmt.Sprintf("napi/%s-%d", name, 8193+pid))
+			m.irq(irq, fmt.Sprintf("%s-TxRx-%d", name, i), name, i)
+			pid++
+			irq++
+		}
+	}
+	return m.snap()
+}
+
+// BenchmarkNewPlanRouter4CPU plans the ipq807x preset (4 CPUs, the design's
+// 1 ms target).
+func BenchmarkNewPlanRouter4CPU(b *testing.B) {
+	s := presetSnapshot(b, "ipq807x")
+	for _, mode := range []Mode{ModeLegacy, ModeAuto} {
+		b.Run(string(mode), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := NewPlan(s, PlanRequest{Mode: mode}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkPlanGrowthCPUs: one NIC with one queue per CPU, 2..256 CPUs.
+func BenchmarkPlanGrowthCPUs(b *testing.B) {
+	for _, n := range []int{2, 4, 8, 16, 32, 64, 128, 256} {
+		s := bigMachine(n, 1, n)
+		for _, mode := range []Mode{ModeLegacy, ModeAuto} {
+			b.Run(fmt.Sprintf("%s/cpus=%d", mode, n), func(b *testing.B) {
+				for b.Loop() {
+					if _, err := NewPlan(s, PlanRequest{Mode: mode}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkPlanGrowthDevices: 4 CPUs, 1..512 single-queue devices.
+func BenchmarkPlanGrowthDevices(b *testing.B) {
+	for _, d := range []int{1, 8, 64, 512} {
+		s := bigMachine(4, d, 1)
+		for _, mode := range []Mode{ModeLegacy, ModeAuto} {
+			b.Run(fmt.Sprintf("%s/devices=%d", mode, d), func(b *testing.B) {
+				for b.Loop() {
+					if _, err := NewPlan(s, PlanRequest{Mode: mode}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestPlanGrowthLinear checks loosely that planning time grows about
+// linearly: 8x the devices (or CPUs and queues) may cost at most 24x the
+// time (linear is 8x, plus n log n sorting; quadratic would be 64x).
+func TestPlanGrowthLinear(t *testing.T) {
+	if testing.Short() {
+		t.Skip("timing test")
+	}
+	// Best of 3 rounds of at least 100 ms each: robust against a busy VM.
+	measure := func(s *platform.Snapshot) float64 {
+		best := 0.0
+		for range 3 {
+			n := 0
+			start := time.Now()
+			for time.Since(start) < 100*time.Millisecond {
+				if _, err := NewPlan(s, PlanRequest{Mode: ModeAuto}); err != nil {
+					t.Fatal(err)
+				}
+				n++
+			}
+			ns := float64(time.Since(start).Nanoseconds()) / float64(n)
+			if best == 0 || ns < best {
+				best = ns
+			}
+		}
+		return best
+	}
+	pairs := []struct {
+		name       string
+		small, big *platform.Snapshot
+	}{
+		{"devices 64->512", bigMachine(4, 64, 1), bigMachine(4, 512, 1)},
+		{"cpus 32->256", bigMachine(32, 1, 32), bigMachine(256, 1, 256)},
+	}
+	for _, p := range pairs {
+		small, big := measure(p.small), measure(p.big)
+		ratio := big / small
+		t.Logf("%s: %.0f ns -> %.0f ns (x%.1f)", p.name, small, big, ratio)
+		if ratio > 24 {
+			t.Errorf("%s grows x%.1f for 8x the input: not linear", p.name, ratio)
 		}
 	}
 }

@@ -33,9 +33,7 @@ func (r *stockRun) assignRSS(d *stockDev) {
 	for i, t := range d.rxTasks {
 		r.b.napi(t, NewCPUSet(r.cpus[i%n].id))
 	}
-	names := map[string]bool{}
 	for _, nd := range d.netdevs {
-		names[nd.Name] = true
 		for _, q := range nd.RxQueues {
 			r.b.rps(nd, q, CPUSet{})
 			r.b.flowCnt(nd, q, r.flows)
@@ -46,12 +44,12 @@ func (r *stockRun) assignRSS(d *stockDev) {
 			}
 		}
 	}
-	for i := range r.b.snap.IRQs {
-		irq := &r.b.snap.IRQs[i]
-		if irq.Queue < 0 || !names[irq.Device] {
-			continue
+	for _, nd := range d.netdevs {
+		for _, irq := range r.b.deviceIRQs(nd.Name) {
+			if irq.Queue >= 0 {
+				r.b.irq(irq, NewCPUSet(r.cpus[irq.Queue%n].id))
+			}
 		}
-		r.b.irq(irq, NewCPUSet(r.cpus[irq.Queue%n].id))
 	}
 }
 
