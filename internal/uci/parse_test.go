@@ -100,6 +100,19 @@ config wifi-iface 'default_radio0'
 	option encryption 'none'
 `
 
+const dhcpConf = `
+config dnsmasq
+	option domainneeded '1'
+	option local '/lan/'
+	option domain 'lan'
+
+config dhcp 'lan'
+	option interface 'lan'
+	option start '100'
+	option limit '150'
+	option leasetime '12h'
+`
+
 func TestParseRealConfigs(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -142,6 +155,16 @@ func TestParseRealConfigs(t *testing.T) {
 				{"@zone[1]", "network"}: {"wan", "wan6"},
 			},
 			anonymous: []string{"@defaults[0]", "@zone[0]", "@rule[0]"},
+		},
+		{
+			name: "dhcp", text: dhcpConf, sections: 2,
+			lookups: map[[2]string]string{
+				{"@dnsmasq[0]", "local"}: "/lan/",
+				{"lan", "leasetime"}:     "12h",
+			},
+			// As `uci show dhcp` prints it on a fresh router.
+			names:     map[string]string{"@dnsmasq[0]": "cfg01411c"},
+			anonymous: []string{"@dnsmasq[0]"},
 		},
 		{
 			name: "wireless", text: wirelessConf, sections: 2,
