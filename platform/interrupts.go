@@ -182,6 +182,8 @@ var wifiIRQDrivers = map[string]bool{
 //	                               DSA conduit with more than q rx queues
 //	<busdev>:rx<q>                 rx queue q of the netdev whose bus device
 //	                               has that basename (ipqess "c080000.ethernet:rx1")
+//	<busdev>-input.<q>             virtio_net rx virtqueue q ("virtio2-input.0";
+//	                               virtio_net.c names rx vqs "input.N")
 //	<busdev>                       the whole device of that bus device
 //	<wifi driver>...               the wifi netdev of the only phy with that
 //	                               driver family (ath10k_ahb, mt7915e ...)
@@ -246,6 +248,14 @@ func tieIRQ(name string, devs []Device, idx map[string]int, byBus map[string][]i
 		}
 	}
 	if p, qs, ok := cutLast(name, ":rx"); ok {
+		if q, ok := atoiStrict(qs); ok {
+			if c := byBus[p]; len(c) == 1 {
+				return c[0], q
+			}
+			return -1, -1
+		}
+	}
+	if p, qs, ok := cutLast(name, "-input."); ok {
 		if q, ok := atoiStrict(qs); ok {
 			if c := byBus[p]; len(c) == 1 {
 				return c[0], q

@@ -171,6 +171,8 @@ func TestTieIRQs(t *testing.T) {
 		"":                        "",
 		"lan1":                    "lan1/-1",
 		"0000:3b:00.0:rx1":        "eth1/1",
+		"0000:3b:00.0-input.1":    "eth1/1",
+		"0000:3b:00.0-output.1":   "",
 		"0000:3b:00.0:rx99999999": "",
 	}
 	var irqs []IRQ

@@ -2,10 +2,262 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/packet-steering/packet-steering/platform"
+	"github.com/packet-steering/packet-steering/steering"
 )
 
-// runQueues is being built; see the issue that owns the queues subcommand.
+// runQueues is `packet-steering queues [--root DIR] [--json]`: each device
+// with its rx queues (RPS mask, flow count, the NAPI thread and IRQ serving
+// the queue and their CPUs) and tx queues (XPS mask). Wanted values from the
+// plan are shown next to live ones when the engine can plan; otherwise the
+// live values alone. It only reads.
 func runQueues(ctx context.Context, env *cliEnv, args []string) error {
-	return errors.New("queues: not built yet")
+	fs := flag.NewFlagSet("queues", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	root := fs.String("root", "/", "machine root `DIR` (a fixture root in tests)")
+	asJSON := fs.Bool("json", false, "print {\"devices\": [...]} as the ubus method get_queues does")
+	fs.Usage = func() {
+		fmt.Fprintln(env.stderr, "usage: packet-steering queues [--root DIR] [--json]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	snap, err := platform.Read(ctx, *root)
+	if err != nil {
+		return err
+	}
+	devs, werr := steering.NewEngine(*root).Queues(ctx, "")
+	if werr != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		fmt.Fprintf(env.stderr, "packet-steering queues: no wanted values (%v); showing live values\n", werr)
+		devs = liveQueues(snap)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(env.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(struct {
+			Devices []steering.DeviceQueues `json:"devices"`
+		}{devs}); err != nil {
+			return fmt.Errorf("write queues: %w", err)
+		}
+		return nil
+	}
+	if err := printQueues(env.stdout, machineLine(snap), devs); err != nil {
+		return fmt.Errorf("write queues: %w", err)
+	}
+	return nil
+}
+
+// machineLine names the machine: "board (target), N CPUs".
+func machineLine(s *platform.Snapshot) string {
+	name := s.Identity.Board
+	if name == "" {
+		name = s.Identity.Model
+	}
+	if name == "" {
+		name = "unknown board"
+	}
+	if s.Identity.Target != "" {
+		name += " (" + s.Identity.Target + ")"
+	}
+	online := 0
+	for _, c := range s.CPUs {
+		if c.Online {
+			online++
+		}
+	}
+	return fmt.Sprintf("%s, %d CPUs online", name, online)
+}
+
+// liveQueues builds the get_queues view of a snapshot with live values only
+// (wanted values empty). A device's NAPI threads pair with its rx queues in
+// NAPI id order (the kernel registers a multi-queue driver's NAPI instances
+// queue by queue); an IRQ belongs to a queue when its name says so, and a
+// whole-device IRQ to the only rx queue of a single-queue device.
+func liveQueues(s *platform.Snapshot) []steering.DeviceQueues {
+	out := []steering.DeviceQueues{}
+	for i := range s.Devices {
+		d := &s.Devices[i]
+		dq := steering.DeviceQueues{Name: d.Name, Driver: d.Driver, Kind: d.Kind,
+			Rx: []steering.RxQueueView{}, Tx: []steering.TxQueueView{}}
+		var threads []platform.NAPIThread
+		for _, t := range s.NAPIThreads {
+			if t.Device == d.Name {
+				threads = append(threads, t)
+			}
+		}
+		sort.SliceStable(threads, func(a, b int) bool { return threads[a].NAPIID < threads[b].NAPIID })
+		for qi, q := range d.RxQueues {
+			v := steering.RxQueueView{Queue: q.Name, RPSCPUs: q.RPSCPUs, RPSFlowCnt: q.RPSFlowCnt}
+			if qi < len(threads) {
+				t := threads[qi]
+				v.NAPI = &steering.NAPIView{PID: t.PID, Thread: t.Name, CPUs: t.CPUs}
+			}
+			if irq := queueIRQ(s, d, q.Index); irq != nil {
+				v.IRQ = &steering.IRQView{IRQ: irq.Number, Name: irq.Name, CPUs: maskList(irq.SMPAffinity)}
+			}
+			dq.Rx = append(dq.Rx, v)
+		}
+		for _, q := range d.TxQueues {
+			dq.Tx = append(dq.Tx, steering.TxQueueView{Queue: q.Name, XPSCPUs: q.XPSCPUs})
+		}
+		out = append(out, dq)
+	}
+	return out
+}
+
+// queueIRQ returns the IRQ tied to rx queue index of d, or d's first
+// whole-device IRQ when d has one rx queue.
+func queueIRQ(s *platform.Snapshot, d *platform.Device, index int) *platform.IRQ {
+	var whole *platform.IRQ
+	for i := range s.IRQs {
+		q := &s.IRQs[i]
+		if q.Device != d.Name {
+			continue
+		}
+		if q.Queue == index {
+			return q
+		}
+		if q.Queue < 0 && whole == nil {
+			whole = q
+		}
+	}
+	if len(d.RxQueues) == 1 {
+		return whole
+	}
+	return nil
+}
+
+// maskList turns a hex mask into a cpu list; "" when it does not parse.
+func maskList(mask string) string {
+	cpus, err := platform.ParseMask(mask)
+	if err != nil {
+		return ""
+	}
+	return platform.FormatCPUList(cpus)
+}
+
+// printQueues writes the table for people: a line naming the machine, then
+// per device a header line and one row per rx queue (RPS mask and its CPUs,
+// flow count, NAPI thread and CPUs, IRQ and CPUs), then the tx queues with
+// their XPS mask (runs of equal tx queues on one row). A wanted value that
+// differs from the live one shows as "live -> wanted".
+func printQueues(w io.Writer, machine string, devs []steering.DeviceQueues) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if machine != "" {
+		fmt.Fprintf(tw, "%s\n", machine)
+	}
+	for _, d := range devs {
+		fmt.Fprintln(tw)
+		head := []string{d.Name, d.Kind}
+		if d.Driver != "" {
+			head = append(head, "driver "+d.Driver)
+		}
+		head = append(head, fmt.Sprintf("%d rx, %d tx", len(d.Rx), len(d.Tx)))
+		fmt.Fprintf(tw, "%s\n", strings.Join(head, "  "))
+		if len(d.Rx) == 0 && len(d.Tx) == 0 {
+			continue
+		}
+		fmt.Fprintf(tw, "  QUEUE\tSTEERING\tFLOWS\tNAPI THREAD\tNAPI CPUS\tIRQ\tIRQ CPUS\n")
+		for _, q := range d.Rx {
+			napi, napiCPUs, irq, irqCPUs := "-", "-", "-", "-"
+			if q.NAPI != nil {
+				napi = fmt.Sprintf("%s [%d]", q.NAPI.Thread, q.NAPI.PID)
+				napiCPUs = wantList(q.NAPI.CPUs, q.NAPI.WantCPUs)
+			}
+			if q.IRQ != nil {
+				irq = fmt.Sprintf("%d %s", q.IRQ.IRQ, q.IRQ.Name)
+				irqCPUs = wantList(q.IRQ.CPUs, q.IRQ.WantCPUs)
+			}
+			fmt.Fprintf(tw, "  %s\trps %s\t%d\t%s\t%s\t%s\t%s\n", q.Queue, wantMask(q.RPSCPUs, q.WantRPSCPUs),
+				q.RPSFlowCnt, napi, napiCPUs, irq, irqCPUs)
+		}
+		for i := 0; i < len(d.Tx); {
+			j := i
+			for j+1 < len(d.Tx) && d.Tx[j+1].XPSCPUs == d.Tx[i].XPSCPUs && d.Tx[j+1].WantXPSCPUs == d.Tx[i].WantXPSCPUs {
+				j++
+			}
+			name := d.Tx[i].Queue
+			if j > i {
+				name += ".." + strings.TrimPrefix(d.Tx[j].Queue, "tx-")
+			}
+			fmt.Fprintf(tw, "  %s\txps %s\n", name, wantMask(d.Tx[i].XPSCPUs, d.Tx[i].WantXPSCPUs))
+			i = j + 1
+		}
+	}
+	return tw.Flush()
+}
+
+// wantMask shows a live mask with its CPUs, and the wanted one when it
+// differs as a bitmap: "f (0-3) -> 2 (1)".
+func wantMask(live, want string) string {
+	s := maskText(live)
+	if want != "" && !sameMask(live, want) {
+		s += " -> " + maskText(want)
+	}
+	return s
+}
+
+// maskText is "2 (1)", "0 (none)", or "-" for an unreadable mask.
+func maskText(mask string) string {
+	if mask == "" {
+		return "-"
+	}
+	cpus, err := platform.ParseMask(mask)
+	if err != nil {
+		return mask + " (?)"
+	}
+	if len(cpus) == 0 {
+		return mask + " (none)"
+	}
+	return mask + " (" + platform.FormatCPUList(cpus) + ")"
+}
+
+func sameMask(a, b string) bool {
+	x, errA := platform.ParseMask(a)
+	y, errB := platform.ParseMask(b)
+	if errA != nil || errB != nil {
+		return a == b
+	}
+	return platform.FormatCPUList(x) == platform.FormatCPUList(y)
+}
+
+// wantList shows a live cpu list and the wanted one when it differs.
+func wantList(live, want string) string {
+	s := live
+	if s == "" {
+		s = "-"
+	}
+	if want != "" && !sameList(live, want) {
+		s += " -> " + want
+	}
+	return s
+}
+
+func sameList(a, b string) bool {
+	x, errA := platform.ParseCPUList(a)
+	y, errB := platform.ParseCPUList(b)
+	if errA != nil || errB != nil {
+		return a == b
+	}
+	return strconv.Quote(platform.FormatCPUList(x)) == strconv.Quote(platform.FormatCPUList(y))
 }

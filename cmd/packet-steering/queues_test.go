@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/packet-steering/packet-steering/platform"
+	"github.com/packet-steering/packet-steering/steering"
+)
+
+func TestQueuesCommandTable(t *testing.T) {
+	root := presetRootSnapQ(t, "ipq807x")
+	code, out, stderr := runSnapQ("queues", "--root", root)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.HasPrefix(out, "netgear,rax120v1 (qualcommax/ipq807x), 4 CPUs online\n") {
+		t.Errorf("machine line: %.80q", out)
+	}
+	// Each ring: its RPS mask, its NAPI thread and CPUs, its IRQ and CPUs
+	// (live values; a wanted value may follow "->").
+	for i := 0; i < 4; i++ {
+		re := regexp.MustCompile(`(?m)^  rx-` + strconv.Itoa(i) + ` +rps 0 \(none\)( -> [^ ]+ \([^)]*\))? +0 +napi/eth0-` + strconv.Itoa(257+i) +
+			` \[` + strconv.Itoa(300+i) + `\] +0-3( -> \S+)? +` + strconv.Itoa(60+i) + ` edma_rxdesc_` + strconv.Itoa(i) + ` +0-3`)
+		if !re.MatchString(out) {
+			t.Errorf("no row for eth0 rx-%d in:\n%s", i, out)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^eth0  dsa-conduit  driver qca_edma  4 rx, 4 tx$`).MatchString(out) {
+		t.Errorf("no eth0 header in:\n%s", out)
+	}
+	if !regexp.MustCompile(`(?m)^wlan0  wifi  driver ath11k_ahb  1 rx, 1 tx$`).MatchString(out) {
+		t.Errorf("no wlan0 header")
+	}
+}
+
+func TestQueuesCommandJSON(t *testing.T) {
+	root := presetRootSnapQ(t, "x86-8-threaded")
+	code, out, stderr := runSnapQ("queues", "--root", root, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var reply struct {
+		Devices []steering.DeviceQueues `json:"devices"`
+	}
+	if err := json.Unmarshal([]byte(out), &reply); err != nil {
+		t.Fatal(err)
+	}
+	var eth1 *steering.DeviceQueues
+	for i := range reply.Devices {
+		if reply.Devices[i].Name == "eth1" {
+			eth1 = &reply.Devices[i]
+		}
+	}
+	if eth1 == nil || len(eth1.Rx) != 8 || len(eth1.Tx) != 8 || eth1.Driver != "igc" {
+		t.Fatalf("eth1 = %+v", eth1)
+	}
+	for i, q := range eth1.Rx {
+		if q.NAPI == nil || q.NAPI.Thread != "napi/eth1-"+strconv.Itoa(8201+i) || q.NAPI.CPUs != "0-7" {
+			t.Errorf("eth1 %s napi %+v", q.Queue, q.NAPI)
+		}
+		if q.IRQ == nil || q.IRQ.Name != "eth1-TxRx-"+strconv.Itoa(i) || q.IRQ.CPUs != "0-7" {
+			t.Errorf("eth1 %s irq %+v", q.Queue, q.IRQ)
+		}
+		if q.RPSCPUs != "00" {
+			t.Errorf("eth1 %s rps %q", q.Queue, q.RPSCPUs)
+		}
+	}
+}
+
+func TestQueuesCommandErrors(t *testing.T) {
+	for _, args := range [][]string{{"queues", "--json=maybe"}, {"queues", "--nope"}, {"queues", "x"}} {
+		if code, _, _ := runSnapQ(args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+	if code, _, stderr := runSnapQ("queues", "--root", "/nonexistent/pa"); code != 1 || stderr == "" {
+		t.Errorf("missing root: exit %d %q", code, stderr)
+	}
+}
+
+// TestLiveQueuesPairing: NAPI threads pair with rx queues in NAPI id order,
+// not PID text order (server-48: PIDs 90..137).
+func TestLiveQueuesPairing(t *testing.T) {
+	s, err := platform.Read(context.Background(), presetRootSnapQ(t, "server-48"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	views := liveQueues(s)
+	var eth0 *steering.DeviceQueues
+	for i := range views {
+		if views[i].Name == "eth0" {
+			eth0 = &views[i]
+		}
+	}
+	if eth0 == nil || len(eth0.Rx) != 48 {
+		t.Fatalf("eth0 %+v", eth0)
+	}
+	for i, q := range eth0.Rx {
+		if q.Queue != "rx-"+strconv.Itoa(i) || q.NAPI == nil || q.NAPI.PID != 90+i || q.IRQ == nil || q.IRQ.IRQ != 201+i {
+			t.Errorf("rx-%d: %+v napi %+v irq %+v", i, q, q.NAPI, q.IRQ)
+		}
+		if q.WantRPSCPUs != "" || q.NAPI.WantCPUs != "" {
+			t.Errorf("live view has wanted values: %+v", q)
+		}
+	}
+	if eth0.Tx[33].XPSCPUs != "0002,00000000" {
+		t.Errorf("tx-33 xps %q", eth0.Tx[33].XPSCPUs)
+	}
+	// Single-queue device: its whole-device IRQ serves rx-0.
+	s2, _ := platform.Read(context.Background(), presetRootSnapQ(t, "bcm53xx"))
+	for _, d := range liveQueues(s2) {
+		if d.Name == "eth0" && (d.Rx[0].IRQ == nil || d.Rx[0].IRQ.IRQ != 38) {
+			t.Errorf("bcm53xx eth0 rx-0 irq %+v", d.Rx[0].IRQ)
+		}
+	}
+}
+
+func TestPrintQueues(t *testing.T) {
+	devs := []steering.DeviceQueues{{
+		Name: "eth0", Kind: "ethernet", Driver: "igc",
+		Rx: []steering.RxQueueView{
+			{Queue: "rx-0", RPSCPUs: "f", WantRPSCPUs: "0", RPSFlowCnt: 0,
+				NAPI: &steering.NAPIView{PID: 300, Thread: "napi/eth0-257", CPUs: "0-3", WantCPUs: "0"},
+				IRQ:  &steering.IRQView{IRQ: 60, Name: "eth0-TxRx-0", CPUs: "0-3", WantCPUs: "0-3"}},
+			{Queue: "rx-1", RPSCPUs: "2", WantRPSCPUs: "00000002", RPSFlowCnt: 256},
+			{Queue: "rx-2", RPSCPUs: ""},
+		},
+		Tx: []steering.TxQueueView{
+			{Queue: "tx-0", XPSCPUs: "1"}, {Queue: "tx-1", XPSCPUs: "1"}, {Queue: "tx-2", XPSCPUs: "1"},
+			{Queue: "tx-3", XPSCPUs: "8", WantXPSCPUs: "4"},
+		},
+	}, {Name: "empty", Kind: "virtual"}}
+	var b bytes.Buffer
+	if err := printQueues(&b, "box, 4 CPUs online", devs); err != nil {
+		t.Fatal(err)
+	}
+	want := `box, 4 CPUs online
+
+eth0  ethernet  driver igc  3 rx, 4 tx
+  QUEUE    STEERING                 FLOWS  NAPI THREAD          NAPI CPUS  IRQ             IRQ CPUS
+  rx-0     rps f (0-3) -> 0 (none)  0      napi/eth0-257 [300]  0-3 -> 0   60 eth0-TxRx-0  0-3
+  rx-1     rps 2 (1)                256    -                    -          -               -
+  rx-2     rps -                    0      -                    -          -               -
+  tx-0..2  xps 1 (0)
+  tx-3     xps 8 (3) -> 4 (2)
+
+empty  virtual  0 rx, 0 tx
+`
+	if got := b.String(); got != want {
+		t.Errorf("printQueues:\n%s\nwant:\n%s", got, want)
+	}
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/packet-steering/packet-steering/platform"
+	"github.com/packet-steering/packet-steering/platform/fixture"
+)
+
+// runSnapQ runs one CLI invocation in-process and returns exit status,
+// stdout and stderr.
+func runSnapQ(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := run(context.Background(), &cliEnv{stdout: &out, stderr: &errb, stdin: strings.NewReader("")}, args)
+	return code, out.String(), errb.String()
+}
+
+// presetRootSnapQ builds a preset fixture root in a temp dir.
+func presetRootSnapQ(t *testing.T, name string) string {
+	t.Helper()
+	spec, ok := fixture.Preset(name)
+	if !ok {
+		t.Fatalf("no preset %s", name)
+	}
+	root := t.TempDir()
+	if err := fixture.Build(root, spec); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func TestSnapshotCommand(t *testing.T) {
+	root := presetRootSnapQ(t, "ipq807x")
+	code, out, stderr := runSnapQ("snapshot", "--root", root)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var got platform.Snapshot
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("output is not a snapshot: %v\n%s", err, out)
+	}
+	want, err := platform.Read(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(&got, want) {
+		t.Errorf("snapshot output differs from platform.Read")
+	}
+	if !strings.Contains(out, "\n  \"devices\": [") {
+		t.Errorf("output not indented:\n%.300s", out)
+	}
+	if got.Identity.Board != "netgear,rax120v1" || len(got.NAPIThreads) != 4 {
+		t.Errorf("snapshot content: %+v", got.Identity)
+	}
+}
+
+func TestSnapshotCommandErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"snapshot", "--bogus"}, 2, "bogus"},
+		{[]string{"snapshot", "extra"}, 2, "unexpected argument"},
+		{[]string{"snapshot", "--root", filepath.Join(t.TempDir(), "none")}, 1, "no such file"},
+		{[]string{"snapshot", "-h"}, 0, "usage: packet-steering snapshot"},
+	}
+	for _, c := range cases {
+		code, out, stderr := runSnapQ(c.args...)
+		if code != c.code || !strings.Contains(stderr, c.msg) {
+			t.Errorf("%v: exit %d stderr %q; want %d with %q", c.args, code, stderr, c.code, c.msg)
+		}
+		if c.code != 0 && out != "" {
+			t.Errorf("%v: output on error: %q", c.args, out)
+		}
+	}
+}
+
+// TestSnapshotOwnRoot reads this machine: the command must succeed and the
+// snapshot must show the CPUs and at least lo.
+func TestSnapshotOwnRoot(t *testing.T) {
+	code, out, stderr := runSnapQ("snapshot")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var s platform.Snapshot
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.CPUs) == 0 || s.Root != "/" {
+		t.Errorf("own root: %d CPUs, root %q", len(s.CPUs), s.Root)
+	}
+	found := false
+	for _, d := range s.Devices {
+		found = found || (d.Name == "lo" && d.Kind == platform.KindVirtual && len(d.RxQueues) > 0)
+	}
+	if !found {
+		t.Errorf("no lo in %+v", s.Devices)
+	}
+}
