@@ -32,6 +32,7 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) error {
 	fs.SetOutput(env.stderr)
 	port := fs.Int("port", 8080, "TCP port on 127.0.0.1 for the page (0: any free port)")
 	dir := fs.String("dir", "", "directory for the demo root and socket, kept at exit (default: a temporary directory, removed at exit)")
+	pps := fs.Int("pps", 20000, "simulated packets per second on each rx ring, counted in softnet_stat where the live steering sends them (0: none)")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "usage: packet-steering demo [--port 8080] [--dir DIR]")
 		fmt.Fprintln(env.stderr)
@@ -52,8 +53,11 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) error {
 	if *port < 0 || *port > 65535 {
 		return usagef("--port %d: want 0-65535", *port)
 	}
+	if *pps < 0 || *pps > 100_000_000 {
+		return usagef("--pps %d: want 0-100000000", *pps)
+	}
 
-	d, err := startDemo(ctx, *dir, *port)
+	d, err := startDemo(ctx, *dir, *port, *pps)
 	if err != nil {
 		return err
 	}
@@ -83,10 +87,13 @@ type demoRun struct {
 	bridge *ubus.Conn
 	cancel context.CancelFunc
 	served chan error
+	// pps > 0 runs the simulated load; traffic reports its end.
+	pps     int
+	traffic chan error
 }
 
-func startDemo(ctx context.Context, dir string, port int) (d *demoRun, err error) {
-	d = &demoRun{dir: dir}
+func startDemo(ctx context.Context, dir string, port, pps int) (d *demoRun, err error) {
+	d = &demoRun{dir: dir, pps: pps}
 	defer func() {
 		if err != nil {
 			_ = d.stop()
@@ -128,7 +135,8 @@ func startDemo(ctx context.Context, dir string, port int) (d *demoRun, err error
 	if d.daemon, err = ubus.Dial(ctx, d.sock); err != nil {
 		return d, fmt.Errorf("demo: daemon connection: %w", err)
 	}
-	d.object = ubusobj.New(steering.NewEngine(d.root), ubusobj.Options{Events: d.daemon})
+	engine := steering.NewEngine(d.root)
+	d.object = ubusobj.New(engine, ubusobj.Options{Events: d.daemon})
 	if err := d.daemon.AddObject(ctx, d.object.UbusObject()); err != nil {
 		return d, fmt.Errorf("demo: register %s: %w", ubusobj.Path, err)
 	}
@@ -158,6 +166,11 @@ func startDemo(ctx context.Context, dir string, port int) (d *demoRun, err error
 	d.cancel = cancel
 	d.served = make(chan error, 1)
 	go func() { d.served <- srv.Serve(sctx, ln) }()
+	if pps > 0 {
+		d.traffic = make(chan error, 1)
+		tr := demo.Traffic{Root: d.root, Queues: engine, PPS: float64(pps), Vary: 0.3}
+		go func() { d.traffic <- tr.Run(sctx) }()
+	}
 	return d, nil
 }
 
@@ -179,6 +192,10 @@ func (d *demoRun) printIntro(env *cliEnv) {
 	fmt.Fprintf(w, "        packet-steering call --socket %s set_mode '{\"mode\":\"legacy\"}'\n", d.sock)
 	fmt.Fprintf(w, "        curl -s %subus -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"call\",\"params\":[\"%s\",\"packet_steering\",\"status\",{}]}'\n",
 		d.url, demo.DefaultSID)
+	if d.pps > 0 {
+		fmt.Fprintf(w, "  load  simulated: about %d packets/s on each rx ring, counted in proc/net/softnet_stat\n", d.pps)
+		fmt.Fprintf(w, "        on the CPUs the live steering sends them to (placement only, no performance model)\n")
+	}
 	if d.removeDir {
 		fmt.Fprintf(w, "  Ctrl-C stops the demo and removes %s\n", d.dir)
 	} else {
@@ -194,6 +211,12 @@ func (d *demoRun) stop() error {
 		d.cancel()
 		if err := <-d.served; err != nil {
 			errs = append(errs, err)
+		}
+		if d.traffic != nil {
+			if err := <-d.traffic; err != nil {
+				errs = append(errs, err)
+			}
+			d.traffic = nil
 		}
 		d.cancel = nil
 	}

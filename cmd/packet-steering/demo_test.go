@@ -164,6 +164,25 @@ func TestDemoKeepsGivenDir(t *testing.T) {
 	if paths, _ := set["result"].([]any); len(paths) == 0 {
 		t.Errorf("list: %v", set)
 	}
+	// The simulated load moves the softnet counters the page shows.
+	processed := func() float64 {
+		st := postUbus(t, url, `{"jsonrpc":"2.0","id":2,"method":"call","params":["00000000000000000000000000000000","packet_steering","status",{}]}`)
+		res, _ := st["result"].([]any)
+		if len(res) != 2 {
+			t.Fatalf("status: %v", st)
+		}
+		sum := 0.0
+		for _, c := range res[1].(map[string]any)["cpus"].([]any) {
+			sum += c.(map[string]any)["processed"].(float64)
+		}
+		return sum
+	}
+	first := processed()
+	for deadline := time.Now().Add(5 * time.Second); processed() == first; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("softnet counters did not move within 5 s of simulated load")
+		}
+	}
 	if code := stop(); code != 0 {
 		t.Errorf("exit %d", code)
 	}
@@ -189,6 +208,7 @@ func TestDemoUsage(t *testing.T) {
 		want string
 	}{
 		{[]string{"--port", "70000"}, 2, "--port 70000"},
+		{[]string{"--pps", "-1"}, 2, "--pps -1"},
 		{[]string{"--bogus"}, 2, "bogus"},
 		{[]string{"extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"-h"}, 0, "usage: packet-steering demo"},

@@ -224,7 +224,9 @@ var CSS = [
 	'.ps-dev-head { display:flex; gap:10px; align-items:baseline; margin-bottom:6px; }',
 	'.ps-dev-name { font-weight:600; font-size:15px; }',
 	'.ps-dev-meta { color:#66788a; font-size:12px; }',
+	'.ps-grid-wrap { overflow-x:auto; }',
 	'.ps-grid { display:grid; gap:4px; align-items:stretch; }',
+	'.ps-grid-dense { gap:2px; } .ps-grid-dense .ps-cell { flex-wrap:wrap; gap:1px; min-height:28px; } .ps-grid-dense .ps-mark { width:13px; height:13px; font-size:9px; border-width:1px; }',
 	'.ps-colhead { text-align:center; font-size:12px; font-weight:600; color:#3e4c59; padding:2px 0; }',
 	'.ps-rowhead { font-size:12px; padding:4px 6px; line-height:1.25; }',
 	'.ps-rowhead b { font-size:13px; }',
@@ -487,7 +489,7 @@ return view.extend({
 			children.push(E('p', { 'class': 'ps-quiet' }, [ _('No device has a NAPI thread, an IRQ or an RPS mask to show.') ]));
 
 		devs.forEach(function(dev) {
-			var cols = 'minmax(150px, 1.4fr) repeat(%d, minmax(76px, 1fr))'.format(n);
+			var cols = 'minmax(150px, 1.4fr) repeat(%d, minmax(%dpx, 1fr))'.format(n, n > 8 ? 44 : 76);
 			var cells = [ E('div', {}, []) ];
 			for (var c = 0; c < n; c++)
 				cells.push(E('div', { 'class': 'ps-colhead', 'data-cpu': String(c) }, [ _('CPU %d').format(c) ]));
@@ -549,7 +551,9 @@ return view.extend({
 						ndiff ? _('%d out of sync').format(ndiff) : _('in sync')
 					])
 				]),
-				E('div', { 'class': 'ps-grid', 'style': 'grid-template-columns:' + cols }, cells)
+				E('div', { 'class': 'ps-grid-wrap' }, [
+					E('div', { 'class': 'ps-grid' + (n > 8 ? ' ps-grid-dense' : ''), 'style': 'grid-template-columns:' + cols }, cells)
+				])
 			]));
 		});
 
