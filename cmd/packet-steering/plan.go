@@ -2,10 +2,162 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/packet-steering/packet-steering/platform"
+	"github.com/packet-steering/packet-steering/steering"
 )
 
-// runPlan is being built; see the issue that owns the plan subcommand.
+// runPlan is `packet-steering plan [--root DIR | --snapshot FILE] [--mode M]
+// [--flows N] [--json]`: the full plan for a mode, every knob with its
+// current and desired value, the policy that decided and why, and hints.
+// It is a dry run: it only reads the machine (or a snapshot file made by
+// `packet-steering snapshot`, which gives the same plan anywhere).
 func runPlan(ctx context.Context, env *cliEnv, args []string) error {
-	return errors.New("plan: not built yet")
+	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	root := fs.String("root", "/", "machine root `DIR` (a fixture root in tests)")
+	snapFile := fs.String("snapshot", "", "plan the machine described by snapshot `FILE` instead of reading one")
+	modeFlag := fs.String("mode", "", "`MODE` to plan: off, legacy, all, auto or custom (default: as configured)")
+	flowsFlag := fs.String("flows", "", "rps_flow_cnt per rx queue, `N` in 0.."+strconv.Itoa(steering.MaxFlows)+" (default: as configured)")
+	asJSON := fs.Bool("json", false, "print the plan as JSON")
+	fs.Usage = func() {
+		fmt.Fprintln(env.stderr, "usage: packet-steering plan [--root DIR | --snapshot FILE] [--mode M] [--flows N] [--json]")
+		fmt.Fprintln(env.stderr, "Shows what a mode would set on every knob, without changing anything.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["root"] && set["snapshot"] {
+		return usagef("use --root or --snapshot, not both")
+	}
+
+	var req steering.PlanRequest
+	if set["mode"] {
+		m, err := steering.ParseMode(*modeFlag)
+		if err != nil {
+			return usagef("--mode: %v", err)
+		}
+		req.Mode = m
+	}
+	if set["flows"] {
+		n, err := steering.ParseFlows(*flowsFlag)
+		if err != nil {
+			return usagef("--flows: %v", err)
+		}
+		req.Flows = &n
+	}
+
+	var snap *platform.Snapshot
+	if set["snapshot"] {
+		s, err := readSnapshotFile(*snapFile)
+		if err != nil {
+			return err
+		}
+		snap = s
+	} else {
+		s, err := platform.Read(ctx, *root)
+		if err != nil {
+			return err
+		}
+		snap = s
+	}
+	p, err := steering.NewPlan(snap, req)
+	if err != nil {
+		if errors.Is(err, steering.ErrInvalid) {
+			return usagef("%v", err)
+		}
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(env.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(p); err != nil {
+			return fmt.Errorf("write plan: %w", err)
+		}
+		return nil
+	}
+	if err := printPlan(env.stdout, p); err != nil {
+		return fmt.Errorf("write plan: %w", err)
+	}
+	return nil
+}
+
+// readSnapshotFile loads a snapshot written by `packet-steering snapshot`.
+func readSnapshotFile(path string) (*platform.Snapshot, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read snapshot: %w", err)
+	}
+	var s platform.Snapshot
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, fmt.Errorf("snapshot %s: not a snapshot file: %w", path, err)
+	}
+	return &s, nil
+}
+
+// printPlan writes a plan for people: mode, policy and evidence, a table of
+// knobs (kind, target, current, desired, "=" when it already holds or
+// "change"), a count, then hints.
+func printPlan(w io.Writer, p *steering.Plan) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "mode\t%s (flows %d)\n", p.Mode, p.Flows)
+	fmt.Fprintf(tw, "policy\t%s\n", p.Policy)
+	if p.Evidence != "" {
+		fmt.Fprintf(tw, "evidence\t%s\n", p.Evidence)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	changes := 0
+	if len(p.Actions) == 0 {
+		fmt.Fprintln(w, "nothing to manage in this mode")
+	} else {
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "KIND\tTARGET\tCURRENT\tDESIRED\tSTATE")
+		for _, a := range p.Actions {
+			state := "="
+			if !a.Holds() {
+				state = "change"
+				changes++
+			}
+			cur := a.Current
+			if cur == "" {
+				cur = "?"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.Kind, a.Target(), cur, a.Value, state)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\n%d knobs, %d to change\n", len(p.Actions), changes)
+	}
+	if len(p.Hints) > 0 {
+		fmt.Fprintln(w, "hints:")
+		for _, h := range p.Hints {
+			dev := ""
+			if h.Device != "" {
+				dev = h.Device + ": "
+			}
+			fmt.Fprintf(w, "  - %s%s [%s]\n", dev, h.Text, h.ID)
+		}
+	}
+	return nil
 }
