@@ -35,6 +35,8 @@ type Result struct {
 	Candidate Candidate `json:"candidate"`
 	// Masks are the RPS masks per device column (see Prepared.Masks).
 	Masks []string `json:"masks"`
+	// SameAs names an earlier candidate with the identical plan.
+	SameAs string `json:"same_plan_as,omitempty"`
 	// Error says why the candidate was not measured.
 	Error string `json:"error,omitempty"`
 	Runs  []Run  `json:"runs"`
@@ -105,6 +107,15 @@ func (r *Report) finish() {
 		r.Results[i].summarize()
 	}
 	r.recommend()
+	if r.Runs < 3 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d run(s) per candidate: a min-max spread of so few runs says little; use --runs 3 or more to decide", r.Runs))
+	}
+	for _, res := range r.Results {
+		if res.SameAs != "" {
+			r.Notes = append(r.Notes, "(=X): the candidate's plan writes exactly what X's does; their difference is run-to-run noise")
+			break
+		}
+	}
 }
 
 func (res *Result) summarize() {
@@ -322,7 +333,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 		case res.Candidate.Name == r.Recommendation.Best || tied[res.Candidate.Name]:
 			mark = "~"
 		}
-		row := []string{mark, res.Candidate.Name}
+		name := res.Candidate.Name
+		if res.SameAs != "" {
+			name += " (=" + res.SameAs + ")"
+		}
+		row := []string{mark, name}
 		for i := range r.Devices {
 			m := "-"
 			if i < len(res.Masks) && res.Masks[i] != "" {

@@ -146,10 +146,39 @@ func (e *Engine) Prepare(ctx context.Context, cands []Candidate) (*Prepared, err
 			strings.Join(unreadable, ", "))
 	}
 	prep := &Prepared{Devices: sortedKeys(devs), Knobs: len(e.restore)}
+	first := map[string]string{}
 	for _, c := range cands {
 		prep.Masks = append(prep.Masks, rpsColumns(e.plans[c.Name], prep.Devices))
+		sig := planSignature(e.plans[c.Name])
+		same, ok := first[sig]
+		if !ok {
+			first[sig] = c.Name
+		}
+		prep.SameAs = append(prep.SameAs, same)
 	}
 	return prep, nil
+}
+
+// planSignature is the plan's knobs and values in a canonical form, masks
+// and cpu lists normalised, so equal signatures write the same state.
+func planSignature(p *steering.Plan) string {
+	lines := make([]string, 0, len(p.Actions))
+	for _, a := range p.Actions {
+		v := a.Value
+		switch a.Kind {
+		case steering.KindRPSCPUs, steering.KindXPSCPUs, steering.KindIRQAffinity:
+			if set, err := steering.ParseMask(v); err == nil {
+				v = set.List()
+			}
+		case steering.KindNAPIAffinity:
+			if set, err := steering.ParseList(v); err == nil {
+				v = set.List()
+			}
+		}
+		lines = append(lines, knobKey(a)+"="+v)
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
 }
 
 // rpsColumns returns the plan's RPS mask per device: one mask when every

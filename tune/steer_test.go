@@ -99,10 +99,15 @@ func TestEngineApplyRestoreOnFixture(t *testing.T) {
 	before := digest(t, root)
 	eng := steering.NewEngine(root)
 	st := NewEngine(eng, steering.NewFSWriter(root))
-	cands := mustCandidates(t, "off;legacy;all;auto;eth0:2/br-lan:1")
+	cands := mustCandidates(t, "off;legacy;all;auto;eth0:2/br-lan:1;br-lan:2/eth0:0")
 	prep, err := st.Prepare(context.Background(), cands)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The last candidate is the bcm53xx profile's own choice: same plan
+	// as auto, and said so.
+	if want := []string{"", "", "", "", "", "auto"}; !reflect.DeepEqual(prep.SameAs, want) {
+		t.Errorf("same-as %q, want %q", prep.SameAs, want)
 	}
 	if !reflect.DeepEqual(prep.Devices, []string{"br-lan", "eth0"}) {
 		t.Fatalf("devices %v", prep.Devices)

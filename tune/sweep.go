@@ -32,6 +32,10 @@ type Prepared struct {
 	// the candidate's plan writes: one mask when every rx queue gets the
 	// same, masks joined by "/" per queue otherwise, "-" when untouched.
 	Masks [][]string
+	// SameAs names, per candidate, an earlier candidate whose plan writes
+	// exactly the same values ("" when none): measuring both shows the
+	// run-to-run noise between identical configurations.
+	SameAs []string
 	// Knobs is how many knobs were captured for the restore.
 	Knobs int
 }
@@ -160,6 +164,9 @@ func (s *Sweep) Run(ctx context.Context) (rep *Report, err error) {
 	for i := range rep.Results {
 		if i < len(prep.Masks) {
 			rep.Results[i].Masks = prep.Masks[i]
+		}
+		if i < len(prep.SameAs) {
+			rep.Results[i].SameAs = prep.SameAs[i]
 		}
 	}
 	defer func() {
