@@ -326,6 +326,26 @@ for shell in $shells; do
 	FAKE_UBUS_UP=0 run "$SH" "$tmp/rc.common" "$init" reload
 	expect "$t init reload, daemon down: one-shot" '^packet-steering apply --reason reload$'
 
+	# A change on LuCI's network page reaches packet_steering before the apply.
+	new_sandbox
+	printf '%s\n' "network.@globals[0].packet_steering=0" "network.@globals[0].steering_flows=32" \
+		"packet_steering.globals=globals" "packet_steering.globals.mode=auto" \
+		"packet_steering.globals.flows=0" >>"$sb/uci.db"
+	FAKE_UBUS_UP=1 run "$SH" "$tmp/rc.common" "$init" reload
+	expect_db "$t init reload after the network page said 0: mode off" "packet_steering.globals.mode=off"
+	expect_db "$t init reload after the network page said 32 flows: flows 32" "packet_steering.globals.flows=32"
+	c=$(grep -n '^uci commit packet_steering$' "$sb/calls" | cut -d: -f1)
+	a=$(grep -n '^ubus .*call packet_steering apply' "$sb/calls" | cut -d: -f1)
+	if [ -n "$c" ] && [ -n "$a" ] && [ "$c" -lt "$a" ]; then ok "$t init reload: committed before the apply"; else nok "$t init reload: committed before the apply" "$(cat "$sb/calls")"; fi
+
+	new_sandbox
+	printf '%s\n' "network.@globals[0].packet_steering=1" "network.@globals[0].steering_flows=0" \
+		"packet_steering.globals=globals" "packet_steering.globals.mode=legacy" \
+		"packet_steering.globals.flows=0" >>"$sb/uci.db"
+	FAKE_UBUS_UP=1 run "$SH" "$tmp/rc.common" "$init" reload
+	expect_not "$t init reload, files agree: nothing written" '^uci (set|commit)'
+	expect_db "$t init reload, files agree: legacy kept" "packet_steering.globals.mode=legacy"
+
 	# --- uci-defaults ----------------------------------------------------
 	# The boot sources each script in a subshell from /etc/uci-defaults.
 	defaults_case() { # NAME NETWORK_STEERING NETWORK_FLOWS PRESET_MODE WANT_MODE WANT_FLOWS

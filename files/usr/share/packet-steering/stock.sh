@@ -22,6 +22,11 @@
 # Handing back enables and starts the stock service again; its start applies
 # the stock rule for those settings at once.
 #
+# The network page stays the user's switch: ps_sync_from_network carries
+# what it says into /etc/config/packet_steering (first boot, and every
+# reload, which procd runs when LuCI applies a network change), while the
+# daemon's set_mode writes both files. Either way both agree.
+#
 # Paths are below ${IPKG_INSTROOT} like every OpenWrt package script; it is
 # empty on a router.
 
@@ -49,4 +54,55 @@ ps_handback() {
 	"$PS_STOCK_INIT" start >/dev/null 2>&1
 	ps_log "handed steering back to netifd's packet_steering service"
 	return 0
+}
+
+# ps_sync_from_network: make packet_steering.globals follow
+# network.@globals[0].packet_steering and steering_flows, the settings on
+# LuCI's network page: 0 -> mode off, 2 -> mode all, 1 or unset (enabled
+# upstream) -> auto, but a mode the page cannot express (legacy, custom:
+# both "enabled" there) is kept. A numeric steering_flows sets flows.
+# Creates the config when absent; commits only when something changed.
+ps_sync_from_network() {
+	ps_changed=
+	ps_steering="$(uci -q get network.@globals[0].packet_steering)"
+	ps_flows="$(uci -q get network.@globals[0].steering_flows)"
+
+	[ -f "${IPKG_INSTROOT}/etc/config/packet_steering" ] ||
+		touch "${IPKG_INSTROOT}/etc/config/packet_steering" || return 1
+	if ! uci -q get packet_steering.globals >/dev/null; then
+		uci set packet_steering.globals=globals
+		ps_changed=1
+	fi
+
+	ps_cur="$(uci -q get packet_steering.globals.mode)"
+	case "$ps_steering" in
+	0) ps_mode=off ;;
+	2) ps_mode=all ;;
+	*)
+		case "$ps_cur" in
+		auto | legacy | custom) ps_mode="$ps_cur" ;;
+		*) ps_mode=auto ;;
+		esac
+		;;
+	esac
+	if [ "$ps_mode" != "$ps_cur" ]; then
+		uci set packet_steering.globals.mode="$ps_mode"
+		ps_changed=1
+	fi
+
+	case "$ps_flows" in
+	'' | *[!0-9]*) ;;
+	*)
+		if [ "$ps_flows" != "$(uci -q get packet_steering.globals.flows)" ]; then
+			uci set packet_steering.globals.flows="$ps_flows"
+			ps_changed=1
+		fi
+		;;
+	esac
+	if ! uci -q get packet_steering.globals.flows >/dev/null; then
+		uci set packet_steering.globals.flows=0
+		ps_changed=1
+	fi
+
+	[ -z "$ps_changed" ] || uci commit packet_steering
 }
