@@ -74,9 +74,15 @@ combination when it fits in --max-configs, else one device at a time.
 
 The recommendation is the best median of --metric; candidates whose min-max
 ranges overlap it are ties, not wins, and when auto (the default) is among
-them, auto is kept. --save writes the recommendation to UCI
+them, auto is kept. --save writes a clear recommendation (not a tie) to UCI
 (packet_steering: globals.mode, and for DEV:MASK winners mode custom with
 'config device' sections holding rps_cpus) and applies it, after the restore.
+
+The built-in load is an iperf3 client on this machine: it measures the
+machine's own receive and send path. To measure forwarding, run the client
+on a LAN host through --load (e.g. ssh HOST iperf3 -c "$PS_TUNE_TARGET" -J).
+While it runs, tune holds the apply locks, so the daemon, a one-shot apply
+and the stock hotplug script wait until the original state is back.
 
 flags:
 `
@@ -333,6 +339,10 @@ func (o *Options) save(ctx context.Context, eng *steering.Engine, rep *Report, s
 	}
 	if !rep.Restore.Verified {
 		return errors.New("--save: not saving: the restore was not verified")
+	}
+	if !rep.Recommendation.Clear {
+		return fmt.Errorf("--save: not saving: %s is tied with %s within the run-to-run spread; measure again with more --runs, or name the candidates to compare",
+			rep.Recommendation.Best, strings.Join(rep.Recommendation.Tied, ", "))
 	}
 	var c *Candidate
 	for i := range rep.Results {

@@ -82,6 +82,10 @@ type Recommendation struct {
 	Best string `json:"best"`
 	// Tied lists candidates whose min-max range overlaps Best's.
 	Tied []string `json:"tied,omitempty"`
+	// Clear is true when the recommendation is a decision: Best won
+	// outside every other range, or auto was kept in a tie. --save saves
+	// only a clear recommendation.
+	Clear bool `json:"clear"`
 	// VsAutoPercent is how much better Candidate's median is than auto's,
 	// in percent of auto's (positive is better); absent without auto.
 	VsAutoPercent *float64 `json:"vs_auto_percent,omitempty"`
@@ -221,6 +225,7 @@ func (r *Report) recommend() {
 		}
 	}
 	rec.Candidate = r.Results[chosen].Candidate.Name
+	rec.Clear = len(rec.Tied) == 0 || chosen == auto
 	unit := r.Results[chosen].Unit
 	fmtv := func(v float64) string { return r.formatMetric(v, unit) }
 	var b strings.Builder

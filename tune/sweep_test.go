@@ -136,7 +136,7 @@ func TestSweepSuccessRestores(t *testing.T) {
 		t.Errorf("dropped %+v", r.Dropped)
 	}
 	rec := rep.Recommendation
-	if rec.Candidate != "eth0:2" || rec.Best != "eth0:2" || len(rec.Tied) != 0 || rec.VsAutoPercent == nil {
+	if rec.Candidate != "eth0:2" || rec.Best != "eth0:2" || len(rec.Tied) != 0 || rec.VsAutoPercent == nil || !rec.Clear {
 		t.Fatalf("recommendation %+v", rec)
 	}
 	if want := 100 * (575.0 - 390) / 390; *rec.VsAutoPercent < want-1e-9 || *rec.VsAutoPercent > want+1e-9 {
@@ -284,14 +284,15 @@ func TestRecommendTies(t *testing.T) {
 		tied     []string
 		textHas  string
 		noVsAuto bool
+		clear    bool
 	}{
 		{"auto kept when tied with the best", []Result{mk("auto", 930e6, 941e6), mk("eth0:2", 935e6, 942e6), mk("off", 500e6, 510e6)},
-			MetricThroughput, "auto", "eth0:2", []string{"auto"}, "keep auto", true},
+			MetricThroughput, "auto", "eth0:2", []string{"auto"}, "keep auto", true, true},
 		{"tie without auto", []Result{mk("off", 930e6, 941e6), mk("eth0:2", 935e6, 942e6)},
-			MetricThroughput, "eth0:2", "eth0:2", []string{"off"}, "no clear winner", true},
+			MetricThroughput, "eth0:2", "eth0:2", []string{"off"}, "no clear winner", true, false},
 		{"clear win", []Result{mk("auto", 380e6, 390e6), mk("eth0:2", 570e6, 580e6)},
-			MetricThroughput, "eth0:2", "eth0:2", nil, "+49.4% against auto", false},
-		{"loss not measured on TCP", []Result{mk("auto", 1)}, MetricLoss, "", "", nil, "nothing to recommend", true},
+			MetricThroughput, "eth0:2", "eth0:2", nil, "+49.4% against auto", false, true},
+		{"loss not measured on TCP", []Result{mk("auto", 1)}, MetricLoss, "", "", nil, "nothing to recommend", true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -303,6 +304,9 @@ func TestRecommendTies(t *testing.T) {
 			}
 			if !strings.Contains(rec.Text, tt.textHas) {
 				t.Errorf("text %q lacks %q", rec.Text, tt.textHas)
+			}
+			if rec.Clear != tt.clear {
+				t.Errorf("clear = %v, want %v", rec.Clear, tt.clear)
 			}
 			if (rec.VsAutoPercent == nil) != tt.noVsAuto {
 				t.Errorf("vs auto %v", rec.VsAutoPercent)
