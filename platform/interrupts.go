@@ -119,13 +119,22 @@ func parseInterruptRow(text string, ncols int) (IRQ, bool, error) {
 	case 1:
 		irq.Name = tail[0]
 	default:
-		irq.Chip = tail[0]
 		// The action names are last; shared IRQs join them with ", ".
 		j := len(tail) - 1
 		for j > 1 && strings.HasSuffix(tail[j-1], ",") {
 			j--
 		}
 		irq.Name = strings.Join(tail[j:], " ")
+		// The chip name may hold spaces ("MIPS GIC"); it ends before the
+		// numeric hwirq field or the action names.
+		k := 1
+		for k < j && !isDigit(tail[k][0]) {
+			k++
+		}
+		if k == j && j > 2 {
+			k = 1 // no hwirq field: the words between are trigger types
+		}
+		irq.Chip = strings.Join(tail[:k], " ")
 	}
 	return irq, true, nil
 }

@@ -91,6 +91,8 @@ func TestParseInterrupts(t *testing.T) {
  61:          1          2          3          4  IO-APIC   9-fasteoi   acpi, i801_smbus
  62:          5          6          7          8  MIPS GIC  21  1e100000.ethernet
  70:          9
+ 71:          0          0          0          0    XT-PIC  cascade
+ 72:          0          0          0          0    dummy  Level  Edge  x
  38:          1          1          1          1     GIC-0 179 Level     duplicate
 NMI:          0          0          0          0   Non-maskable interrupts
 LOC:     123456     234567     345678     456789   Local timer interrupts
@@ -107,8 +109,10 @@ MIS:          0
 		{Number: 38, Name: "eth0", Chip: "GIC-0", Counts: []uint64{812345, 7, 0, 0}, Queue: -1},
 		{Number: 60, Name: "eth0-TxRx-0", Chip: "PCI-MSIX-0000:01:00.0", Counts: []uint64{1000, 0}, Queue: -1},
 		{Number: 61, Name: "acpi, i801_smbus", Chip: "IO-APIC", Counts: []uint64{1, 2, 3, 4}, Queue: -1},
-		{Number: 62, Name: "1e100000.ethernet", Chip: "MIPS", Counts: []uint64{5, 6, 7, 8}, Queue: -1},
+		{Number: 62, Name: "1e100000.ethernet", Chip: "MIPS GIC", Counts: []uint64{5, 6, 7, 8}, Queue: -1},
 		{Number: 70, Counts: []uint64{9}, Queue: -1},
+		{Number: 71, Name: "cascade", Chip: "XT-PIC", Counts: []uint64{0, 0, 0, 0}, Queue: -1},
+		{Number: 72, Name: "x", Chip: "dummy", Counts: []uint64{0, 0, 0, 0}, Queue: -1},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("parseInterrupts:\n got %+v\nwant %+v", got, want)
