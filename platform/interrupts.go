@@ -172,12 +172,15 @@ func (f FS) readIRQs(g *gaps) []IRQ {
 	return irqs
 }
 
-// wifiIRQDrivers are wifi driver families whose IRQs carry the driver name
-// (e.g. ath10k_ahb requests its IRQ as "ath10k_ahb", mt76 PCI drivers as
-// their module name "mt7915e").
-var wifiIRQDrivers = map[string]bool{
-	"ath9k": true, "ath10k": true, "ath11k": true, "ath12k": true,
-	"mt7603e": true, "mt7615e": true, "mt7915e": true, "mt7921e": true, "mt7996e": true,
+// wifiIRQDriver reports wifi driver families whose IRQs carry the driver
+// name (e.g. ath10k_ahb requests its IRQ as "ath10k_ahb", mt76 PCI drivers
+// as their module name "mt7915e").
+func wifiIRQDriver(family string) bool {
+	switch family {
+	case "ath9k", "ath10k", "ath11k", "ath12k", "mt7603e", "mt7615e", "mt7915e", "mt7921e", "mt7996e":
+		return true
+	}
+	return false
 }
 
 // tieIRQs sets Device and Queue of each IRQ whose name says what it serves.
@@ -305,7 +308,7 @@ func edmaDevice(devs []Device, q int) int {
 // (by name) of the only phy driven by that driver family.
 func wifiDevice(name string, devs []Device) int {
 	fam := driverFamily(name)
-	if !wifiIRQDrivers[fam] {
+	if !wifiIRQDriver(fam) {
 		return -1
 	}
 	phy, first := "", -1

@@ -35,9 +35,9 @@ const pfKthread = 0x00200000
 // napiPrefix starts every threaded NAPI thread's name.
 const napiPrefix = "napi/"
 
-// userProcessesOfInterest are user-space programs that matter to steering:
+// processOfInterest reports user-space programs that matter to steering:
 // irqbalance moves IRQ affinities behind the steering's back.
-var userProcessesOfInterest = map[string]bool{"irqbalance": true}
+func processOfInterest(comm string) bool { return comm == "irqbalance" }
 
 // procStat is what this package needs from proc/PID/stat.
 type procStat struct {
@@ -143,7 +143,7 @@ func (f FS) readProcesses(ctx context.Context, g *gaps) ([]NAPIThread, []string)
 			continue
 		}
 		isNAPI := strings.HasPrefix(comm, napiPrefix)
-		if !isNAPI && !userProcessesOfInterest[comm] {
+		if !isNAPI && !processOfInterest(comm) {
 			continue
 		}
 		st, err := f.readStat(dir + "/stat")
