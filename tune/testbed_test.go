@@ -127,7 +127,7 @@ func testbedRouter(t *testing.T) {
 
 	// 1. The built-in iperf3 driver, TCP both ways between the router and
 	// the server, generated candidates: the four modes and RPS variants.
-	args := []string{"--target", tbServer, "--port", tbPort, "-t", "1", "--runs", "2", "--settle", "500ms",
+	args := []string{"--target", tbServer, "--port", tbPort, "-t", "1", "--runs", "3", "--settle", "500ms",
 		"--bidir", "--devices", strings.Join(devs, ","), "--max-configs", "10", "--max-duration", "2m"}
 	rep, table, took := runTune(t, context.Background(), args)
 	t.Logf("sweep 1 took %s\n$ packet-steering tune %s\n%s", took.Round(time.Second), strings.Join(args, " "), table)
