@@ -131,15 +131,19 @@ chmod +x "$bin"/*
 cat >"$tmp/rc.common" <<'EOF'
 initscript="$1"
 action="$2"
+shift 2
 procd_open_instance() { echo "procd_open_instance $*" >>"$CALLS"; }
 procd_set_param() { echo "procd_set_param $*" >>"$CALLS"; }
 procd_close_instance() { echo "procd_close_instance $*" >>"$CALLS"; }
 procd_add_reload_trigger() { echo "procd_add_reload_trigger $*" >>"$CALLS"; }
 procd_add_raw_trigger() { echo "procd_add_raw_trigger $*" >>"$CALLS"; }
+procd_open_trigger() { echo "procd_open_trigger $*" >>"$CALLS"; }
+procd_close_trigger() { echo "procd_close_trigger $*" >>"$CALLS"; }
+procd_add_config_trigger() { echo "procd_add_config_trigger $*" >>"$CALLS"; }
 . "$initscript"
 case "$action" in
-start) start_service && service_triggers ;;
-reload) reload_service ;;
+start) start_service "$@" && service_triggers ;;
+reload) reload_service "$@" ;;
 *) exit 1 ;;
 esac
 EOF
@@ -299,8 +303,11 @@ for shell in $shells; do
 	expect "$t init start: procd command" '^procd_set_param command /usr/sbin/packet-steering daemon$'
 	expect "$t init start: respawn" '^procd_set_param respawn$'
 	expect "$t init start: stderr to log" '^procd_set_param stderr 1$'
-	expect "$t init start: reload on network, firewall, packet_steering" \
-		'^procd_add_reload_trigger network firewall packet_steering$'
+	expect "$t init start: reload network on network changes" \
+		'^procd_add_config_trigger config\.change network /etc/init\.d/packet-steering reload network$'
+	expect "$t init start: reload on firewall, packet_steering changes" \
+		'^procd_add_reload_trigger firewall packet_steering$'
+	if [ -f "$root/var/run/packet-steering/network-globals" ]; then ok "$t init start: network settings noted"; else nok "$t init start: network settings noted"; fi
 	expect "$t init start: reload on interface events" \
 		'^procd_add_raw_trigger interface\.\* 1000 /etc/init\.d/packet-steering reload$'
 	expect "$t init start: stock service disabled" '^stock disable$'
@@ -326,29 +333,51 @@ for shell in $shells; do
 	FAKE_UBUS_UP=0 run "$SH" "$tmp/rc.common" "$init" reload
 	expect "$t init reload, daemon down: one-shot" '^packet-steering apply --reason reload$'
 
-	# A change on LuCI's network page reaches packet_steering before the apply.
-	new_sandbox
-	printf '%s\n' "network.@globals[0].packet_steering=0" "network.@globals[0].steering_flows=32" \
-		"packet_steering.globals=globals" "packet_steering.globals.mode=auto" \
-		"packet_steering.globals.flows=0" >>"$sb/uci.db"
-	FAKE_UBUS_UP=1 run "$SH" "$tmp/rc.common" "$init" reload
-	expect_db "$t init reload after the network page said 0: mode off" "packet_steering.globals.mode=off"
-	expect_db "$t init reload after the network page said 32 flows: flows 32" "packet_steering.globals.flows=32"
+	# Reload after a network change: the network page's steering settings,
+	# when they changed since last noted, reach packet_steering first.
+	netcase() { # NETWORK_STEERING NETWORK_FLOWS MODE FLOWS NOTED
+		new_sandbox
+		printf '%s\n' "network.@globals[0].packet_steering=$1" "network.@globals[0].steering_flows=$2" \
+			"packet_steering.globals=globals" "packet_steering.globals.mode=$3" \
+			"packet_steering.globals.flows=$4" >>"$sb/uci.db"
+		if [ -n "$5" ]; then
+			mkdir -p "$root/var/run/packet-steering"
+			echo "$5" >"$root/var/run/packet-steering/network-globals"
+		fi
+		FAKE_UBUS_UP=1 run "$SH" "$tmp/rc.common" "$init" reload network
+	}
+	netcase 0 32 auto 0 "1/0"
+	expect_db "$t reload network, page changed to 0: mode off" "packet_steering.globals.mode=off"
+	expect_db "$t reload network, page changed to 32 flows: flows 32" "packet_steering.globals.flows=32"
 	c=$(grep -n '^uci commit packet_steering$' "$sb/calls" | cut -d: -f1)
 	a=$(grep -n '^ubus .*call packet_steering apply' "$sb/calls" | cut -d: -f1)
-	if [ -n "$c" ] && [ -n "$a" ] && [ "$c" -lt "$a" ]; then ok "$t init reload: committed before the apply"; else nok "$t init reload: committed before the apply" "$(cat "$sb/calls")"; fi
+	if [ -n "$c" ] && [ -n "$a" ] && [ "$c" -lt "$a" ]; then ok "$t reload network: committed before the apply"; else nok "$t reload network: committed before the apply" "$(cat "$sb/calls")"; fi
+	if [ "$(cat "$root/var/run/packet-steering/network-globals")" = "0/32" ]; then ok "$t reload network: new settings noted"; else nok "$t reload network: new settings noted"; fi
+
+	netcase 2 0 legacy 0 ""
+	expect_db "$t reload network, nothing noted yet: page's 2 gives all" "packet_steering.globals.mode=all"
+
+	netcase 1 0 off 0 "1/0"
+	expect_not "$t reload network, page unchanged: a mode set with uci is kept" '^uci (set|commit)'
+	expect_db "$t reload network, page unchanged: mode off kept" "packet_steering.globals.mode=off"
+
+	netcase 1 0 legacy 0 "0/0"
+	expect_db "$t reload network, page changed to 1: legacy kept (enabled)" "packet_steering.globals.mode=legacy"
+	expect_not "$t reload network, page changed to 1: nothing to write" '^uci (set|commit)'
+
+	netcase 0 0 auto 0 "1/0"
+	FAKE_UBUS_UP=1 run "$SH" "$tmp/rc.common" "$init" reload
+	expect_db "$t reload network then plain reload: mode off" "packet_steering.globals.mode=off"
 
 	new_sandbox
-	printf '%s\n' "network.@globals[0].packet_steering=1" "network.@globals[0].steering_flows=0" \
-		"packet_steering.globals=globals" "packet_steering.globals.mode=legacy" \
-		"packet_steering.globals.flows=0" >>"$sb/uci.db"
+	printf '%s\n' "network.@globals[0].packet_steering=0" "packet_steering.globals=globals" \
+		"packet_steering.globals.mode=auto" >>"$sb/uci.db"
 	FAKE_UBUS_UP=1 run "$SH" "$tmp/rc.common" "$init" reload
-	expect_not "$t init reload, files agree: nothing written" '^uci (set|commit)'
-	expect_db "$t init reload, files agree: legacy kept" "packet_steering.globals.mode=legacy"
+	expect_not "$t plain reload (firewall, interface): no sync" '^uci (set|commit)'
 
 	# --- uci-defaults ----------------------------------------------------
 	# The boot sources each script in a subshell from /etc/uci-defaults.
-	defaults_case() { # NAME NETWORK_STEERING NETWORK_FLOWS PRESET_MODE WANT_MODE WANT_FLOWS
+	defaults_case() { # NAME NETWORK_STEERING NETWORK_FLOWS PRESET_MODE WANT_MODE WANT_FLOWS WRITES
 		new_sandbox
 		[ -n "$2" ] && echo "network.@globals[0].packet_steering=$2" >>"$sb/uci.db"
 		[ -n "$3" ] && echo "network.@globals[0].steering_flows=$3" >>"$sb/uci.db"
@@ -356,23 +385,30 @@ for shell in $shells; do
 			"packet_steering.globals.mode=$4" >>"$sb/uci.db"
 		if run "$SH" -c '. "$1"' sh "$repo/$defaults"; then ok "$t uci-defaults $1: exit 0"; else nok "$t uci-defaults $1: exit 0"; fi
 		expect_db "$t uci-defaults $1: mode $5" "packet_steering.globals.mode=$5"
-		expect_db "$t uci-defaults $1: flows $6" "packet_steering.globals.flows=$6"
-		expect "$t uci-defaults $1: committed" '^uci commit packet_steering$'
+		if [ "$7" = 1 ]; then
+			expect_db "$t uci-defaults $1: flows $6" "packet_steering.globals.flows=$6"
+			expect "$t uci-defaults $1: committed" '^uci commit packet_steering$'
+		else
+			expect_not "$t uci-defaults $1: user's config not written" '^uci (set|commit)'
+		fi
 		expect_not "$t uci-defaults $1: network config untouched" '^uci set network'
+		expect "$t uci-defaults $1: stock service disabled" '^stock disable$'
 	}
-	defaults_case "steering unset" "" "" "" auto 0
-	defaults_case "steering 0" 0 "" "" off 0
-	defaults_case "steering 1" 1 "" "" auto 0
-	defaults_case "steering 2" 2 "" "" all 0
-	defaults_case "steering 1, flows 128" 1 128 "" auto 128
-	defaults_case "steering 0, flows 64" 0 64 "" off 64
-	defaults_case "flows not a number" "" "12a" "" auto 0
-	defaults_case "kept legacy" 1 "" legacy legacy 0
-	defaults_case "kept custom" "" "" custom custom 0
-	defaults_case "all no longer chosen" 1 "" all auto 0
-	defaults_case "off overridden by 2" 2 "" off all 0
-	expect "$t uci-defaults: stock service disabled" '^stock disable$'
-	if [ -f "$root/etc/config/packet_steering" ]; then ok "$t uci-defaults: config file created"; else nok "$t uci-defaults: config file created"; fi
+	defaults_case "steering unset" "" "" "" auto 0 1
+	defaults_case "steering 0" 0 "" "" off 0 1
+	defaults_case "steering 1" 1 "" "" auto 0 1
+	defaults_case "steering 2" 2 "" "" all 0 1
+	defaults_case "steering 1, flows 128" 1 128 "" auto 128 1
+	defaults_case "steering 0, flows 64" 0 64 "" off 64 1
+	defaults_case "flows not a number" "" "12a" "" auto 0 1
+	defaults_case "shipped auto follows 0" 0 "" auto off 0 1
+	defaults_case "user's legacy kept" 0 "" legacy legacy "" 0
+	defaults_case "user's custom kept" "" "" custom custom "" 0
+	defaults_case "user's all kept" 1 "" all all "" 0
+	defaults_case "user's off kept" 2 "" off off "" 0
+	new_sandbox
+	run "$SH" -c '. "$1"' sh "$repo/$defaults"
+	if [ -f "$root/etc/config/packet_steering" ]; then ok "$t uci-defaults: config file created when absent"; else nok "$t uci-defaults: config file created when absent"; fi
 
 	new_sandbox no-stock
 	if run "$SH" -c '. "$1"' sh "$repo/$defaults"; then ok "$t uci-defaults without a stock service: exit 0"; else nok "$t uci-defaults without a stock service: exit 0"; fi

@@ -22,15 +22,20 @@
 # Handing back enables and starts the stock service again; its start applies
 # the stock rule for those settings at once.
 #
-# The network page stays the user's switch: ps_sync_from_network carries
-# what it says into /etc/config/packet_steering (first boot, and every
-# reload, which procd runs when LuCI applies a network change), while the
-# daemon's set_mode writes both files. Either way both agree.
+# The network page stays the user's switch: when its two settings change
+# (procd runs "reload network" when LuCI applies a network change),
+# ps_sync_from_network carries them into /etc/config/packet_steering; the
+# daemon's set_mode writes both files itself. Other network changes (an
+# address, a new interface) leave packet_steering alone, so a mode set with
+# `uci set packet_steering...` is not undone by them: the last values seen
+# are kept in /var/run/packet-steering/network-globals (written when the
+# service starts).
 #
 # Paths are below ${IPKG_INSTROOT} like every OpenWrt package script; it is
 # empty on a router.
 
 PS_STOCK_INIT="${IPKG_INSTROOT}/etc/init.d/packet_steering"
+PS_STATE_DIR="${IPKG_INSTROOT}/var/run/packet-steering"
 
 ps_log() {
 	logger -t packet-steering -p daemon.notice "$*"
@@ -105,4 +110,34 @@ ps_sync_from_network() {
 	fi
 
 	[ -z "$ps_changed" ] || uci commit packet_steering
+}
+
+# ps_network_values: the network page's two settings as one word.
+ps_network_values() {
+	printf '%s/%s\n' "$(uci -q get network.@globals[0].packet_steering)" \
+		"$(uci -q get network.@globals[0].steering_flows)"
+}
+
+# ps_remember_network: note the network page's settings as seen now.
+ps_remember_network() {
+	mkdir -p "$PS_STATE_DIR" && ps_network_values >"$PS_STATE_DIR/network-globals"
+}
+
+# ps_network_changed: true when the network page's settings differ from the
+# ones last noted (or none were noted).
+ps_network_changed() {
+	[ "$(cat "$PS_STATE_DIR/network-globals" 2>/dev/null)" != "$(ps_network_values)" ]
+}
+
+# ps_config_pristine: true when packet_steering.globals holds the shipped
+# defaults (mode auto, flows 0) or nothing.
+ps_config_pristine() {
+	case "$(uci -q get packet_steering.globals.mode)" in
+	'' | auto) ;;
+	*) return 1 ;;
+	esac
+	case "$(uci -q get packet_steering.globals.flows)" in
+	'' | 0) return 0 ;;
+	esac
+	return 1
 }
