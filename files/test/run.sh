@@ -317,7 +317,8 @@ for shell in $shells; do
 
 	new_sandbox stock-off
 	run "$SH" "$tmp/rc.common" "$init" start
-	expect_not "$t init start, stock already disabled: left alone" '^stock (disable|stop)$'
+	expect_not "$t init start, stock already disabled: not disabled again" '^stock disable$'
+	expect "$t init start, stock disabled (but maybe started by an upgrade): stopped" '^stock stop$'
 	expect_not "$t init start, stock already disabled: nothing logged" '^logger'
 
 	new_sandbox no-stock
@@ -328,6 +329,7 @@ for shell in $shells; do
 	expect "$t init reload, daemon up: ubus call apply" \
 		'^ubus -t [0-9]+ call packet_steering apply \{"reason":"reload"\}$'
 	expect_not "$t init reload, daemon up: no one-shot" '^packet-steering'
+	expect "$t init reload: stock service kept off" '^stock disable$'
 
 	new_sandbox
 	FAKE_UBUS_UP=0 run "$SH" "$tmp/rc.common" "$init" reload

@@ -41,14 +41,17 @@ ps_log() {
 	logger -t packet-steering -p daemon.notice "$*"
 }
 
-# ps_takeover: disable and stop the stock service if it is enabled.
-# Idempotent; a router without the stock service is left alone.
+# ps_takeover: disable the stock service if it is enabled, and stop it in
+# any case: netifd's package scripts start it on an upgrade even while it is
+# disabled, and a started stock service keeps its procd triggers until it is
+# stopped. Idempotent; a router without the stock service is left alone.
 ps_takeover() {
 	[ -x "$PS_STOCK_INIT" ] || return 0
-	"$PS_STOCK_INIT" enabled || return 0
-	"$PS_STOCK_INIT" disable
+	if "$PS_STOCK_INIT" enabled; then
+		"$PS_STOCK_INIT" disable
+		ps_log "took steering over from netifd's packet_steering service (now disabled; removing packet-steering enables it again)"
+	fi
 	"$PS_STOCK_INIT" stop >/dev/null 2>&1
-	ps_log "took steering over from netifd's packet_steering service (now disabled; removing packet-steering enables it again)"
 	return 0
 }
 
