@@ -21,8 +21,9 @@ import (
 	"github.com/packet-steering/packet-steering/ubusobj"
 )
 
-// runDemo is `packet-steering demo [--port 8080] [--dir DIR]`: a simulated
-// router (the fixture preset "demo" built in DIR/root), an in-process ubus
+// runDemo is `packet-steering demo [--port 8080] [--dir DIR] [--preset NAME]
+// [--pps N]`: a simulated router (a fixture preset, by default "demo", a
+// 4-CPU ipq807x with wifi, built in DIR/root), an in-process ubus
 // broker on DIR/ubus.sock, the packet_steering object served on it by the
 // daemon's logic, and the LuCI page on http://127.0.0.1:PORT/. It runs until
 // ctx is cancelled (Ctrl-C), then stops everything and, unless --dir was
@@ -32,9 +33,10 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) error {
 	fs.SetOutput(env.stderr)
 	port := fs.Int("port", 8080, "TCP port on 127.0.0.1 for the page (0: any free port)")
 	dir := fs.String("dir", "", "directory for the demo root and socket, kept at exit (default: a temporary directory, removed at exit)")
+	preset := fs.String("preset", "demo", "router shape to simulate: "+strings.Join(fixture.PresetNames(), ", "))
 	pps := fs.Int("pps", 20000, "simulated packets per second on each rx ring, counted in softnet_stat where the live steering sends them (0: none)")
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "usage: packet-steering demo [--port 8080] [--dir DIR]")
+		fmt.Fprintln(env.stderr, "usage: packet-steering demo [--port 8080] [--dir DIR] [--preset demo] [--pps 20000]")
 		fmt.Fprintln(env.stderr)
 		fmt.Fprintln(env.stderr, "Runs a simulated 4-CPU router with the packet_steering ubus object and")
 		fmt.Fprintln(env.stderr, "serves its LuCI page on 127.0.0.1. Ctrl-C stops it and cleans up.")
@@ -57,7 +59,11 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) error {
 		return usagef("--pps %d: want 0-100000000", *pps)
 	}
 
-	d, err := startDemo(ctx, *dir, *port, *pps)
+	if _, ok := fixture.Preset(*preset); !ok {
+		return usagef("--preset %q: want one of %s", *preset, strings.Join(fixture.PresetNames(), ", "))
+	}
+
+	d, err := startDemo(ctx, *dir, *port, *pps, *preset)
 	if err != nil {
 		return err
 	}
@@ -92,7 +98,7 @@ type demoRun struct {
 	traffic chan error
 }
 
-func startDemo(ctx context.Context, dir string, port, pps int) (d *demoRun, err error) {
+func startDemo(ctx context.Context, dir string, port, pps int, preset string) (d *demoRun, err error) {
 	d = &demoRun{dir: dir, pps: pps}
 	defer func() {
 		if err != nil {
@@ -116,9 +122,9 @@ func startDemo(ctx context.Context, dir string, port, pps int) (d *demoRun, err 
 		return d, fmt.Errorf("demo: socket path %s is too long for a unix socket; use a shorter --dir", d.sock)
 	}
 
-	spec, ok := fixture.Preset("demo")
+	spec, ok := fixture.Preset(preset)
 	if !ok {
-		return d, errors.New("demo: the fixture preset \"demo\" is missing")
+		return d, fmt.Errorf("demo: no fixture preset %q", preset)
 	}
 	if _, err := os.Stat(d.root); err == nil {
 		return d, fmt.Errorf("demo: %s exists; use an empty --dir", d.root)

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/packet-steering/packet-steering/platform/fixture"
 )
 
 // demoOutput is a stdout the demo writes from its goroutine while the test
@@ -209,6 +211,7 @@ func TestDemoUsage(t *testing.T) {
 	}{
 		{[]string{"--port", "70000"}, 2, "--port 70000"},
 		{[]string{"--pps", "-1"}, 2, "--pps -1"},
+		{[]string{"--preset", "nope"}, 2, `--preset "nope": want one of`},
 		{[]string{"--bogus"}, 2, "bogus"},
 		{[]string{"extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"-h"}, 0, "usage: packet-steering demo"},
@@ -219,5 +222,30 @@ func TestDemoUsage(t *testing.T) {
 		if code != tt.code || !strings.Contains(errOut.String(), tt.want) {
 			t.Errorf("demo %v: exit %d, stderr %q; want %d and %q", tt.args, code, errOut.String(), tt.code, tt.want)
 		}
+	}
+}
+
+// Every router shape the fixtures model comes up in the demo, and the page's
+// two read methods answer through /ubus.
+func TestDemoPresets(t *testing.T) {
+	for _, name := range fixture.PresetNames() {
+		t.Run(name, func(t *testing.T) {
+			d, err := startDemo(context.Background(), filepath.Join(t.TempDir(), "d"), 0, 0, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := d.stop(); err != nil {
+					t.Errorf("stop: %v", err)
+				}
+			}()
+			for _, method := range []string{"status", "get_queues"} {
+				r := postUbus(t, d.url, `{"jsonrpc":"2.0","id":1,"method":"call","params":["00000000000000000000000000000000","packet_steering","`+method+`",{}]}`)
+				res, _ := r["result"].([]any)
+				if len(res) != 2 || res[0] != float64(0) {
+					t.Errorf("%s on %s: %v", method, name, r)
+				}
+			}
+		})
 	}
 }

@@ -489,10 +489,12 @@ return view.extend({
 			children.push(E('p', { 'class': 'ps-quiet' }, [ _('No device has a NAPI thread, an IRQ or an RPS mask to show.') ]));
 
 		devs.forEach(function(dev) {
-			var cols = 'minmax(150px, 1.4fr) repeat(%d, minmax(%dpx, 1fr))'.format(n, n > 8 ? 44 : 76);
+			var cols = 'minmax(%dpx, 1.4fr) repeat(%d, minmax(%dpx, 1fr))'.format(n > 16 ? 130 : 150, n, n > 32 ? 18 : (n > 16 ? 22 : (n > 8 ? 44 : 76)));
 			var cells = [ E('div', {}, []) ];
 			for (var c = 0; c < n; c++)
-				cells.push(E('div', { 'class': 'ps-colhead', 'data-cpu': String(c) }, [ _('CPU %d').format(c) ]));
+				cells.push(E('div', { 'class': 'ps-colhead', 'data-cpu': String(c), 'title': _('CPU %d').format(c) }, [
+					n > 16 ? String(c) : _('CPU %d').format(c)
+				]));
 
 			(dev.rx || []).forEach(function(rx) {
 				var sub = [];
