@@ -249,3 +249,27 @@ func TestDemoPresets(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkDemoUbusStatus is one LuCI status call through the demo's HTTP
+// /ubus bridge, the broker and the packet_steering object on the demo router.
+func BenchmarkDemoUbusStatus(b *testing.B) {
+	d, err := startDemo(context.Background(), filepath.Join(b.TempDir(), "d"), 0, 0, "demo")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.stop()
+	body := `{"jsonrpc":"2.0","id":1,"method":"call","params":["00000000000000000000000000000000","packet_steering","status",{}]}`
+	client := &http.Client{}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		resp, err := client.Post(d.url+"ubus", "application/json", strings.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !bytes.HasPrefix(out, []byte(`{"jsonrpc":"2.0","id":1,"result":[0,`)) {
+			b.Fatalf("reply %.200s", out)
+		}
+	}
+}

@@ -13,7 +13,14 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+
+let chromium;
+try {
+	({ chromium } = await import('playwright-core'));
+}
+catch (err) {
+	throw new Error(`playwright-core is missing (${err.message}): run scripts/deps.sh test, or npm install in luci-app/test`);
+}
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, '..', '..');
