@@ -548,3 +548,32 @@ func TestShippedDefaultConfig(t *testing.T) {
 		t.Errorf("shipped file is not in commit form:\n%q\nexport:\n%q", raw, b.String())
 	}
 }
+
+// BenchmarkUpdate measures one locked read-modify-write with fsync and
+// rename (the cost of a persisted set_mode, per file).
+func BenchmarkUpdate(b *testing.B) {
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "network"), []byte(networkConf), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < b.N; i++ {
+		err := Update(dir, "network", func(p *Package) error {
+			return p.Set("globals", "steering_flows", strconv.Itoa(i))
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkLoad(b *testing.B) {
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "network"), []byte(networkConf), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < b.N; i++ {
+		if _, err := Load(dir, "network"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
