@@ -237,51 +237,52 @@ for shell in $shells; do
 	t="[$shell]"
 
 	# --- hotplug.d/net ---------------------------------------------------
+	# hotplug-call sources each script in a subshell: ( . "$script" ).
 	new_sandbox
-	FAKE_UBUS_UP=1 ACTION=add DEVICENAME=eth0 run "$SH" "$hotplug"
+	FAKE_UBUS_UP=1 ACTION=add DEVICENAME=eth0 run "$SH" -c '( . "$1" )' sh "$hotplug"
 	expect "$t hotplug add, daemon up: ubus call with device and reason" \
 		'^ubus -t 2 call packet_steering apply \{"device":"eth0","reason":"hotplug"\}$'
 	expect_not "$t hotplug add, daemon up: no one-shot" '^packet-steering'
 
 	new_sandbox
-	FAKE_UBUS_UP=1 ACTION=add INTERFACE=lan1.10 run "$SH" "$hotplug"
+	FAKE_UBUS_UP=1 ACTION=add INTERFACE=lan1.10 run "$SH" -c '( . "$1" )' sh "$hotplug"
 	expect "$t hotplug add: INTERFACE when DEVICENAME is unset" \
 		'"device":"lan1\.10"'
 
 	new_sandbox
-	FAKE_UBUS_UP=0 ACTION=add DEVICENAME=wan run "$SH" "$hotplug"
+	FAKE_UBUS_UP=0 ACTION=add DEVICENAME=wan run "$SH" -c '( . "$1" )' sh "$hotplug"
 	expect_not "$t hotplug add, daemon down: no ubus call" '^ubus .*call'
 	if wait_for '^packet-steering done'; then ok "$t hotplug add, daemon down: one-shot ran"; else nok "$t hotplug add, daemon down: one-shot ran" "$(cat "$sb/calls")"; fi
 	expect "$t hotplug add, daemon down: one-shot bounded by timeout" \
 		'^timeout [0-9]+ packet-steering apply --reason hotplug$'
 
 	new_sandbox
-	FAKE_UBUS_UP=1 FAKE_UBUS_CALL_RC=7 ACTION=add DEVICENAME=eth1 run "$SH" "$hotplug"
+	FAKE_UBUS_UP=1 FAKE_UBUS_CALL_RC=7 ACTION=add DEVICENAME=eth1 run "$SH" -c '( . "$1" )' sh "$hotplug"
 	wait_for '^packet-steering done' >/dev/null
 	expect "$t hotplug add, ubus call fails: one-shot instead" '^packet-steering apply --reason hotplug$'
 
 	new_sandbox
-	FAKE_UBUS_UP=1 ACTION=remove DEVICENAME=eth0 run "$SH" "$hotplug"
+	FAKE_UBUS_UP=1 ACTION=remove DEVICENAME=eth0 run "$SH" -c '( . "$1" )' sh "$hotplug"
 	sleep 0.2
 	expect_none "$t hotplug remove: nothing"
 
 	# shellcheck disable=SC1003 # 'eth0\' is a name ending in a backslash
 	for bad in 'eth0"x' 'a b' 'x;reboot' '$(id)' 'eth0\' 'averyveryverylong0' '' 'é0' 'x}'; do
 		new_sandbox
-		FAKE_UBUS_UP=1 ACTION=add DEVICENAME="$bad" INTERFACE='' run "$SH" "$hotplug"
-		FAKE_UBUS_UP=0 ACTION=add DEVICENAME="$bad" INTERFACE='' run "$SH" "$hotplug"
+		FAKE_UBUS_UP=1 ACTION=add DEVICENAME="$bad" INTERFACE='' run "$SH" -c '( . "$1" )' sh "$hotplug"
+		FAKE_UBUS_UP=0 ACTION=add DEVICENAME="$bad" INTERFACE='' run "$SH" -c '( . "$1" )' sh "$hotplug"
 		sleep 0.1
 		expect_none "$t hotplug bad device name '$bad': nothing"
 	done
 
 	new_sandbox ours-off
-	FAKE_UBUS_UP=0 ACTION=add DEVICENAME=eth0 run "$SH" "$hotplug"
+	FAKE_UBUS_UP=0 ACTION=add DEVICENAME=eth0 run "$SH" -c '( . "$1" )' sh "$hotplug"
 	sleep 0.3
 	expect_none "$t hotplug with packet-steering disabled: nothing"
 
 	new_sandbox
 	start=$(date +%s)
-	FAKE_UBUS_UP=0 FAKE_PS_SLEEP=3 ACTION=add DEVICENAME=eth0 run "$SH" "$hotplug"
+	FAKE_UBUS_UP=0 FAKE_PS_SLEEP=3 ACTION=add DEVICENAME=eth0 run "$SH" -c '( . "$1" )' sh "$hotplug"
 	took=$(($(date +%s) - start))
 	if [ "$took" -le 1 ]; then ok "$t hotplug never blocks (returned in ${took}s while the one-shot takes 3s)"; else nok "$t hotplug never blocks" "took ${took}s"; fi
 	wait_for '^packet-steering done' 6 >/dev/null
@@ -290,7 +291,7 @@ for shell in $shells; do
 	# one more waits, the rest add nothing; the last event is covered.
 	new_sandbox
 	for d in eth0 eth1 eth2 eth3 eth4 eth5; do
-		FAKE_UBUS_UP=0 FAKE_PS_SLEEP=1 ACTION=add DEVICENAME=$d run "$SH" "$hotplug"
+		FAKE_UBUS_UP=0 FAKE_PS_SLEEP=1 ACTION=add DEVICENAME=$d run "$SH" -c '( . "$1" )' sh "$hotplug"
 	done
 	sleep 3
 	n=$(count '^packet-steering apply')
