@@ -40,7 +40,9 @@ var ErrExists = errors.New("uci: entry exists")
 // reject (see ValidName, ValidType, ValidPackageName).
 var ErrInvalid = errors.New("uci: invalid argument")
 
-// Package is one configuration file: /etc/config/<Name>.
+// Package is one configuration file: /etc/config/<Name>. It is a plain
+// in-memory value: reading it from several goroutines is fine, changing it
+// while others read it is not (Update gives each caller its own copy).
 type Package struct {
 	// Name is the config name, which is also the file name in the config dir.
 	Name string
