@@ -240,6 +240,7 @@ var CSS = [
 	'.ps-mark-irq.ps-add { color:#d97706; border-color:#d97706; } .ps-mark-napi.ps-add { color:#2563eb; border-color:#2563eb; } .ps-mark-rps.ps-add { color:#059669; border-color:#059669; }',
 	'.ps-mark.ps-drop { opacity:.55; text-decoration:line-through; border-color:#dc2626; }',
 	'.ps-quiet { color:#66788a; font-size:12px; }',
+	'.ps-xps-diff { color:#c62828; font-size:12px; margin:6px 0 0; }',
 	'.ps-load { display:grid; grid-template-columns:64px minmax(160px, 1fr) 170px 110px 110px; gap:6px 12px; align-items:center; }',
 	'.ps-load-head { font-size:11px; text-transform:uppercase; letter-spacing:.04em; color:#66788a; }',
 	'.ps-bar { height:16px; background:#e5e9ee; border-radius:4px; overflow:hidden; position:relative; }',
@@ -439,7 +440,8 @@ return view.extend({
 				]),
 				E('div', { 'class': 'ps-tile-sub' }, [
 					st.in_sync ? _('every knob holds the planned value')
-						: _('differences from the plan: %d, framed in red in the map').format(diffs)
+						: (diffs ? _('differences from the plan: %d, framed in red in the map').format(diffs)
+							: _('a knob outside the map (such as a sysctl) differs; re-apply writes the plan'))
 				])
 			]),
 			E('div', { 'class': 'ps-tile' }, [
@@ -539,6 +541,10 @@ return view.extend({
 				}
 			});
 
+			var xpsDiff = (dev.tx || []).filter(function(tx) {
+				return tx.want_xps_cpus != null && tx.want_xps_cpus !== '' &&
+					!sameSet(cpusFromMask(tx.xps_cpus), cpusFromMask(tx.want_xps_cpus));
+			});
 			var threaded = (dev.rx || []).some(function(rx) { return rx.napi; });
 			var ndiff = deviceDiffs(dev);
 			children.push(E('div', { 'class': 'ps-dev', 'data-device': dev.name }, [
@@ -555,7 +561,13 @@ return view.extend({
 				]),
 				E('div', { 'class': 'ps-grid-wrap' }, [
 					E('div', { 'class': 'ps-grid' + (n > 8 ? ' ps-grid-dense' : ''), 'style': 'grid-template-columns:' + cols }, cells)
-				])
+				]),
+				xpsDiff.length ? E('p', { 'class': 'ps-xps-diff' }, [
+					_('Transmit steering (XPS) differs from the plan: %s').format(xpsDiff.map(function(tx) {
+						return _('%s on CPUs %s, planned %s').format(tx.queue,
+							cpuListText(cpusFromMask(tx.xps_cpus)), cpuListText(cpusFromMask(tx.want_xps_cpus)));
+					}).join('; '))
+				]) : ''
 			]));
 		});
 
