@@ -497,9 +497,16 @@ func (c *Conn) reply(inv *Message, id uint32, data []Attr, st Status) {
 				Attrs: []MsgAttr{U32Attr(AttrObjID, id), da}})
 		}
 	}
-	msgs = append(msgs, &Message{Type: MsgStatus, Seq: inv.Seq, Peer: inv.Peer,
-		Attrs: []MsgAttr{U32Attr(AttrStatus, uint32(st)), U32Attr(AttrObjID, id)}})
-	_ = c.write(msgs...)
+	status := func(st Status) *Message {
+		return &Message{Type: MsgStatus, Seq: inv.Seq, Peer: inv.Peer,
+			Attrs: []MsgAttr{U32Attr(AttrStatus, uint32(st)), U32Attr(AttrObjID, id)}}
+	}
+	msgs = append(msgs, status(st))
+	if err := c.write(msgs...); err != nil && !errors.Is(err, ErrClosed) {
+		// The reply could not be encoded (too large): the caller still
+		// gets an answer.
+		_ = c.write(status(StatusUnknownError))
+	}
 }
 
 // write sends msgs in one write.
@@ -529,6 +536,9 @@ func (c *Conn) write(msgs ...*Message) error {
 func (c *Conn) newRequestLocked(r *request) (uint16, error) {
 	if c.err != nil {
 		return 0, c.err
+	}
+	if len(c.pending) >= 1<<16-1 {
+		return 0, fmt.Errorf("ubus: %d requests in flight: %w", len(c.pending), StatusNoMemory)
 	}
 	for {
 		c.seq++

@@ -440,3 +440,27 @@ func TestInvokesServedConcurrently(t *testing.T) {
 		}
 	}
 }
+
+// TestLargeReplies: a reply near the limit passes the broker intact; one
+// that cannot be framed is answered with UNKNOWN_ERROR, not left hanging.
+func TestLargeReplies(t *testing.T) {
+	_, sock := ubustest.Start(t)
+	srv, cli := dial(t, sock), dial(t, sock)
+	ctx := testCtx(t)
+	sizes := map[string]int{"half": 512 << 10, "edge": ubus.MaxMessageLen - 20}
+	obj := &ubus.Object{Path: "big", Methods: []ubus.Method{{Name: "get",
+		Handler: func(_ context.Context, r *ubus.Request) ([]ubus.Attr, error) {
+			which, _ := ubus.Find(r.Args, "size")
+			return []ubus.Attr{ubus.String("s", string(make([]byte, sizes[which.Str])))}, nil
+		}}}}
+	if err := srv.AddObject(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cli.Call(ctx, "big", "get", []ubus.Attr{ubus.String("size", "half")})
+	if err != nil || len(got) != 1 || len(got[0].Str) != 512<<10 {
+		t.Fatalf("half MiB reply: %v (%d attrs)", err, len(got))
+	}
+	if _, err := cli.Call(ctx, "big", "get", []ubus.Attr{ubus.String("size", "edge")}); !errors.Is(err, ubus.StatusUnknownError) {
+		t.Fatalf("oversized reply: %v", err)
+	}
+}
