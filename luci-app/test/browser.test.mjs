@@ -33,7 +33,8 @@ const CHROMIUM_ARGS = [
 	'--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic'
 ];
 
-let tmp, dir, demo, demoOut = '', url, context, page;
+let tmp, dir, url, context, page;
+const demos = [];
 const consoleErrors = [];
 
 function freePort() {
@@ -47,14 +48,15 @@ function freePort() {
 	});
 }
 
-function killDemo() {
-	if (demo && demo.exitCode === null && demo.signalCode === null)
-		demo.kill('SIGKILL');
+function killDemos() {
+	for (const p of demos)
+		if (p.exitCode === null && p.signalCode === null)
+			p.kill('SIGKILL');
 }
 
 // The demo root's files, read from disk.
-function queueDir(dev) {
-	return path.join(dir, 'root', 'sys', 'class', 'net', dev, 'queues');
+function queueDir(dev, root = path.join(dir, 'root')) {
+	return path.join(root, 'sys', 'class', 'net', dev, 'queues');
 }
 
 function rxQueues(dev) {
@@ -110,30 +112,50 @@ async function dismissNotifications() {
 		await b.click();
 }
 
-before(async () => {
-	assert.ok(fs.existsSync(binary), `${binary} is missing: run \`make build\` first (make test-browser does)`);
-	tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ps-browser-'));
-	dir = path.join(tmp, 'demo');
+// Runs `packet-steering demo` on a free port with its files in demoDir and
+// resolves with the process and its URL once it prints it.
+async function runDemo(demoDir, ...extra) {
 	const port = await freePort();
-	demo = spawn(binary, [ 'demo', '--port', String(port), '--dir', dir ], { stdio: [ 'ignore', 'pipe', 'pipe' ] });
-	process.on('exit', killDemo);
-	url = await new Promise((resolve, reject) => {
-		const timer = setTimeout(() => reject(new Error(`demo printed no URL within 30 s:\n${demoOut}`)), 30000);
-		const onData = (chunk) => {
-			demoOut += chunk;
-			const m = /open\s+(http:\/\/127\.0\.0\.1:\d+\/)/.exec(demoOut);
+	const proc = spawn(binary, [ 'demo', '--port', String(port), '--dir', demoDir, ...extra ], { stdio: [ 'ignore', 'pipe', 'pipe' ] });
+	demos.push(proc);
+	let out = '';
+	const url = await new Promise((resolve, reject) => {
+		const timer = setTimeout(() => reject(new Error(`demo printed no URL within 30 s:\n${out}`)), 30000);
+		proc.stdout.on('data', (chunk) => {
+			out += chunk;
+			const m = /open\s+(http:\/\/127\.0\.0\.1:\d+\/)/.exec(out);
 			if (m) {
 				clearTimeout(timer);
 				resolve(m[1]);
 			}
-		};
-		demo.stdout.on('data', onData);
-		demo.stderr.on('data', (c) => { demoOut += c; });
-		demo.on('exit', (code, sig) => {
+		});
+		proc.stderr.on('data', (c) => { out += c; });
+		proc.on('exit', (code, sig) => {
 			clearTimeout(timer);
-			reject(new Error(`demo exited (${code ?? sig}) before serving:\n${demoOut}`));
+			reject(new Error(`demo exited (${code ?? sig}) before serving:\n${out}`));
 		});
 	});
+	return { proc, url };
+}
+
+// Stops a demo with Ctrl-C (SIGINT), as a user would, and kills it if it
+// has not exited within 5 s.
+async function stopDemo(proc) {
+	if (proc.exitCode !== null || proc.signalCode !== null)
+		return;
+	const exited = new Promise((resolve) => proc.once('exit', resolve));
+	proc.kill('SIGINT');
+	const timer = setTimeout(() => proc.kill('SIGKILL'), 5000);
+	await exited;
+	clearTimeout(timer);
+}
+
+before(async () => {
+	assert.ok(fs.existsSync(binary), `${binary} is missing: run \`make build\` first (make test-browser does)`);
+	tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ps-browser-'));
+	dir = path.join(tmp, 'demo');
+	process.on('exit', killDemos);
+	({ url } = await runDemo(dir));
 	// A fresh profile in our own directory (launchPersistentContext passes
 	// it to Chromium as --user-data-dir).
 	context = await chromium.launchPersistentContext(path.join(tmp, 'chromium-profile'), {
@@ -152,13 +174,8 @@ before(async () => {
 after(async () => {
 	if (context)
 		await context.close().catch(() => {});
-	if (demo && demo.exitCode === null && demo.signalCode === null) {
-		const exited = new Promise((resolve) => demo.once('exit', resolve));
-		demo.kill('SIGINT');
-		const timer = setTimeout(killDemo, 5000);
-		await exited;
-		clearTimeout(timer);
-	}
+	for (const p of demos)
+		await stopDemo(p);
 	if (tmp)
 		fs.rmSync(tmp, { recursive: true, force: true });
 });
@@ -276,4 +293,33 @@ test('a knob changed behind the daemon\'s back is marked, and re-apply fixes it'
 	assert.equal(readKnob('eth0', 'tx-0', 'xps_cpus'), xps, 'apply restored the planned XPS mask');
 	assert.equal(await page.$$eval('.ps-xps-diff', (n) => n.length), 0);
 	assert.deepEqual(consoleErrors, [], 'no console errors over the whole session');
+});
+
+test('a 48-CPU machine: 48 columns, masks with comma groups', { timeout: 90000 }, async () => {
+	const dir48 = path.join(tmp, 'server48');
+	const { proc, url: url48 } = await runDemo(dir48, '--preset', 'server-48', '--pps', '0');
+	const p48 = await context.newPage();
+	p48.on('console', (msg) => { if (msg.type() === 'error') consoleErrors.push(msg.text()); });
+	p48.on('pageerror', (err) => consoleErrors.push(`pageerror: ${err.message}`));
+	try {
+		await p48.goto(url48);
+		await p48.waitForSelector('[data-device="eth0"] .ps-colhead', { timeout: 20000 });
+		assert.equal(await p48.$$eval('[data-device="eth0"] .ps-colhead', (n) => n.length), 48);
+		assert.equal(await p48.$$eval('[data-device="eth0"] .ps-rowhead', (n) => n.length), 48);
+		// One ring per CPU: ring i's NAPI thread on CPU i, also above CPU 31.
+		for (const i of [ 0, 33, 47 ]) {
+			const cpus = await p48.$$eval(`[data-device="eth0"] .ps-cell[data-queue="rx-${i}"]`, (cells) =>
+				cells.filter((c) => c.querySelector('[data-mark="napi"]')).map((c) => +c.getAttribute('data-cpu')));
+			assert.deepEqual(cpus, [ i ], `rx-${i} NAPI thread`);
+		}
+		// A foreign XPS mask above CPU 31, in the kernel's comma-group format.
+		fs.writeFileSync(path.join(queueDir('eth0', path.join(dir48, 'root')), 'tx-40', 'xps_cpus'), '00000001,00000000\n');
+		await p48.waitForSelector('[data-device="eth0"] .ps-xps-diff', { timeout: 15000 });
+		assert.match(await p48.textContent('[data-device="eth0"] .ps-xps-diff'), /tx-40 on CPUs 32, planned 40/);
+	}
+	finally {
+		await p48.close();
+		await stopDemo(proc);
+	}
+	assert.deepEqual(consoleErrors, [], 'no console errors');
 });
