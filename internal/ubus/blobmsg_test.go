@@ -1,6 +1,7 @@
 package ubus_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
@@ -171,21 +172,37 @@ func TestReadMessageLimits(t *testing.T) {
 		t.Fatalf("err %v after %d bytes", err, cr.n)
 	}
 	small := mustHex(t, "000200010000000000000018 02000011636170747572652e6563686f00000000")
-	if _, err := ubus.ReadMessage(bytes.NewReader(small), 16); !errors.Is(err, ubus.ErrMalformed) {
-		t.Fatalf("maxLen not applied: %v", err)
+	readers := map[string]func([]byte) io.Reader{
+		"plain": func(b []byte) io.Reader { return bytes.NewReader(b) },
+		"bufio": func(b []byte) io.Reader { return bufio.NewReader(bytes.NewReader(b)) },
 	}
-	m, err := ubus.ReadMessage(bytes.NewReader(small), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p, _ := m.Str(ubus.AttrObjPath); p != "capture.echo" {
-		t.Fatalf("path %q", p)
-	}
-	if _, err := ubus.ReadMessage(bytes.NewReader(nil), 0); err != io.EOF {
-		t.Fatalf("empty stream: %v", err)
-	}
-	if _, err := ubus.ReadMessage(bytes.NewReader(small[:20]), 0); !errors.Is(err, io.ErrUnexpectedEOF) {
-		t.Fatalf("truncated: %v", err)
+	for name, wrap := range readers {
+		t.Run(name, func(t *testing.T) {
+			if _, err := ubus.ReadMessage(wrap(hostile), 0); !errors.Is(err, ubus.ErrMalformed) {
+				t.Fatalf("hostile length: %v", err)
+			}
+			if _, err := ubus.ReadMessage(wrap(small), 16); !errors.Is(err, ubus.ErrMalformed) {
+				t.Fatalf("maxLen not applied: %v", err)
+			}
+			r := wrap(append(append([]byte{}, small...), small...))
+			for range 2 {
+				m, err := ubus.ReadMessage(r, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p, _ := m.Str(ubus.AttrObjPath); p != "capture.echo" {
+					t.Fatalf("path %q", p)
+				}
+			}
+			if _, err := ubus.ReadMessage(r, 0); err != io.EOF {
+				t.Fatalf("end of stream: %v", err)
+			}
+			for _, cut := range []int{5, 20} {
+				if _, err := ubus.ReadMessage(wrap(small[:cut]), 0); !errors.Is(err, io.ErrUnexpectedEOF) {
+					t.Fatalf("truncated at %d: %v", cut, err)
+				}
+			}
+		})
 	}
 }
 

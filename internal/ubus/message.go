@@ -1,6 +1,7 @@
 package ubus
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -313,27 +314,56 @@ func ReadMessage(r io.Reader, maxLen int) (*Message, error) {
 	if maxLen <= 0 || maxLen > MaxMessageLen {
 		maxLen = MaxMessageLen
 	}
-	var hdr [HeaderLen + 4]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) {
+	var buf []byte
+	if br, ok := r.(*bufio.Reader); ok && br.Size() >= HeaderLen+4 {
+		// Peek the header without a separate allocation.
+		hdr, err := br.Peek(HeaderLen + 4)
+		if err != nil {
+			if len(hdr) == 0 && errors.Is(err, io.EOF) {
+				return nil, io.EOF
+			}
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
 			return nil, fmt.Errorf("ubus: read header: %w", err)
 		}
-		return nil, err
-	}
-	bl, err := bodyLen(hdr[HeaderLen:])
-	if err != nil {
-		return nil, err
-	}
-	if bl > maxLen {
-		return nil, fmt.Errorf("%w: body length %d exceeds %d", ErrMalformed, bl, maxLen)
-	}
-	buf := make([]byte, HeaderLen+bl)
-	copy(buf, hdr[:])
-	if _, err := io.ReadFull(r, buf[len(hdr):]); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
+		bl, err := bodyLen(hdr[HeaderLen:])
+		if err != nil {
+			return nil, err
 		}
-		return nil, fmt.Errorf("ubus: read body: %w", err)
+		if bl > maxLen {
+			return nil, fmt.Errorf("%w: body length %d exceeds %d", ErrMalformed, bl, maxLen)
+		}
+		buf = make([]byte, HeaderLen+bl)
+		if _, err := io.ReadFull(br, buf); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, fmt.Errorf("ubus: read body: %w", err)
+		}
+	} else {
+		var hdr [HeaderLen + 4]byte
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				return nil, fmt.Errorf("ubus: read header: %w", err)
+			}
+			return nil, err
+		}
+		bl, err := bodyLen(hdr[HeaderLen:])
+		if err != nil {
+			return nil, err
+		}
+		if bl > maxLen {
+			return nil, fmt.Errorf("%w: body length %d exceeds %d", ErrMalformed, bl, maxLen)
+		}
+		buf = make([]byte, HeaderLen+bl)
+		copy(buf, hdr[:])
+		if _, err := io.ReadFull(r, buf[len(hdr):]); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, fmt.Errorf("ubus: read body: %w", err)
+		}
 	}
 	m := new(Message)
 	if err := m.UnmarshalBinary(buf); err != nil {
