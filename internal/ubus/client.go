@@ -136,6 +136,9 @@ func (c *Client) connect(ctx context.Context) (*Conn, error) {
 	c.mu.Unlock()
 	for _, o := range objs {
 		if err := conn.AddObject(dctx, o); err != nil {
+			// Unlike a broker that is down, this needs attention (another
+			// process holding the path, for example): say so loudly.
+			c.log.Warn("ubus register", "object", o.Path, "err", err)
 			conn.Close()
 			return nil, err
 		}
