@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/packet-steering/packet-steering/internal/ubus"
+	"github.com/packet-steering/packet-steering/steering"
 )
 
 func policyOf(t *testing.T, method string) []ArgPolicy {
@@ -143,4 +144,52 @@ func TestSignatureMatchesDesign(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzParseArgs feeds arbitrary blobmsg to every method's policy: no panic,
+// and whatever is accepted satisfies the policy.
+func FuzzParseArgs(f *testing.F) {
+	seeds := [][]ubus.Attr{
+		{ubus.String("mode", "auto"), ubus.Int32("flows", 10), ubus.Bool("persist", true)},
+		{ubus.String("device", "eth0"), ubus.Bool("dry_run", true), ubus.String("reason", "x")},
+		{ubus.Int64("flows", -1), ubus.Table("mode", ubus.String("a", "b"))},
+	}
+	for _, s := range seeds {
+		b, err := ubus.EncodeAttrs(s)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		attrs, err := ubus.DecodeAttrs(data, false)
+		if err != nil {
+			return
+		}
+		for _, m := range Methods() {
+			a, err := ParseArgs(m.Args, attrs)
+			if err != nil {
+				if ubus.StatusOf(err) != ubus.StatusInvalidArgument {
+					t.Fatalf("%s: refusal %v does not map to INVALID_ARGUMENT", m.Name, err)
+				}
+				continue
+			}
+			for _, at := range attrs {
+				if policyIndex(m.Args, at.Name) < 0 {
+					t.Fatalf("%s accepted unknown argument %q", m.Name, at.Name)
+				}
+			}
+			if n, ok := a.Int("flows"); ok && (n < 0 || n > steering.MaxFlows) {
+				t.Fatalf("%s accepted flows %d", m.Name, n)
+			}
+			if d := a.String("device", "eth0"); checkDevice(ubus.String("device", d)) != nil {
+				t.Fatalf("%s accepted device %q", m.Name, d)
+			}
+			if m.Name == "set_mode" {
+				if _, err := steering.ParseMode(a.String("mode", "")); err != nil {
+					t.Fatalf("set_mode accepted mode %q", a.String("mode", ""))
+				}
+			}
+		}
+	})
 }
