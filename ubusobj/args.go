@@ -66,8 +66,9 @@ type Args struct {
 // ParseArgs validates attrs against policy. It refuses, with an error that
 // wraps ubus.StatusInvalidArgument: an argument not in the policy (the stock
 // blobmsg_parse ignores those; here a misspelt "dryrun" must not turn a dry
-// run into a real apply), an unnamed or repeated argument, a value of the
-// wrong type, a value its check refuses, a missing required argument.
+// run into a real apply; the string RPCSessionArg is the one exception), an
+// unnamed or repeated argument, a value of the wrong type, a value its check
+// refuses, a missing required argument.
 func ParseArgs(policy []ArgPolicy, attrs []ubus.Attr) (Args, error) {
 	a := Args{policy: policy, vals: make([]ubus.Attr, len(policy)), set: make([]bool, len(policy))}
 	for _, at := range attrs {

@@ -175,7 +175,7 @@ func FuzzParseArgs(f *testing.F) {
 				continue
 			}
 			for _, at := range attrs {
-				if policyIndex(m.Args, at.Name) < 0 {
+				if policyIndex(m.Args, at.Name) < 0 && (at.Name != RPCSessionArg || at.Type != ubus.TypeString) {
 					t.Fatalf("%s accepted unknown argument %q", m.Name, at.Name)
 				}
 			}
