@@ -338,19 +338,18 @@ func (e *Engine) Apply(ctx context.Context, req ApplyRequest) (*Result, error) {
 		}
 		defer unlock()
 	}
-	return e.applyLocked(ctx, req, nil)
+	return e.applyLocked(ctx, req, nil, Settings{})
 }
 
-// applyLocked plans and applies; the caller holds the lock. s, when not
-// nil, replaces the effective settings.
-func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, s *Settings) (*Result, error) {
+// applyLocked plans and applies; the caller holds the lock. With snap nil
+// it reads the machine and the settings; otherwise it plans snap with eff.
+func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platform.Snapshot, eff Settings) (*Result, error) {
 	start := time.Now()
-	snap, eff, err := e.state(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if s != nil {
-		eff = *s
+	if snap == nil {
+		var err error
+		if snap, eff, err = e.state(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if req.Device != "" && snapDevice(snap, req.Device) == nil {
 		return nil, fmt.Errorf("no device %q: %w", req.Device, ErrInvalid)
@@ -418,7 +417,9 @@ func (e *Engine) SetMode(ctx context.Context, req SetModeRequest) (*Result, erro
 	}
 	defer unlock()
 
-	_, cur, err := e.state(ctx)
+	// One read of the machine serves both the current flows and the plan:
+	// persisting changes only globals.mode and flows, which want carries.
+	snap, cur, err := e.state(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -430,6 +431,7 @@ func (e *Engine) SetMode(ctx context.Context, req SetModeRequest) (*Result, erro
 		if err := persistSettings(e.configDir, want.Mode, want.Flows); err != nil {
 			return nil, err
 		}
+		want.Source = SourcePacketSteering
 		e.mu.Lock()
 		e.live = nil
 		e.mu.Unlock()
@@ -443,7 +445,7 @@ func (e *Engine) SetMode(ctx context.Context, req SetModeRequest) (*Result, erro
 	if reason == "" {
 		reason = "set_mode " + string(m)
 	}
-	res, err := e.applyLocked(ctx, ApplyRequest{Reason: reason}, nil)
+	res, err := e.applyLocked(ctx, ApplyRequest{Reason: reason}, snap, want)
 	if err != nil {
 		return nil, err
 	}

@@ -77,18 +77,24 @@ func (w *FSWriter) ReadKnob(rel string) (string, error) {
 }
 
 // WriteKnob implements Writer. The value goes out in one write(2), followed by
-// a newline as `echo` would send it; sysfs and procfs parse either.
+// a newline as `echo` would send it; sysfs and procfs parse either. Below a
+// fixture root the file is then cut to the new length (it is an ordinary
+// file there); it is never opened with O_TRUNC, which ext4 answers with a
+// flush on close (auto_da_alloc) that would make a fixture apply slow.
 func (w *FSWriter) WriteKnob(rel, value string) error {
 	p, err := w.path(rel)
 	if err != nil {
 		return err
 	}
-	// O_TRUNC matters only for fixture files; sysfs and procfs ignore it.
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
 	if err != nil {
 		return err
 	}
-	_, werr := f.Write([]byte(value + "\n"))
+	data := []byte(value + "\n")
+	_, werr := f.Write(data)
+	if werr == nil && !w.real() {
+		werr = f.Truncate(int64(len(data)))
+	}
 	cerr := f.Close()
 	if werr != nil {
 		return werr

@@ -1,0 +1,325 @@
+package steering
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/packet-steering/packet-steering/platform/fixture"
+)
+
+// presetRoot builds a fixture root from a preset, changed by tweak (nil: as
+// it is).
+func presetRoot(tb testing.TB, name string, tweak func(*fixture.Spec)) string {
+	tb.Helper()
+	spec, ok := fixture.Preset(name)
+	if !ok {
+		tb.Fatalf("no preset %q", name)
+	}
+	if tweak != nil {
+		tweak(&spec)
+	}
+	root := tb.TempDir()
+	if err := fixture.Build(root, spec); err != nil {
+		tb.Fatalf("build %s: %v", name, err)
+	}
+	return root
+}
+
+// userNAPIProcesses returns the status files of user processes named like
+// NAPI threads, which must never be touched.
+func userNAPIStatus(t *testing.T, root string, spec fixture.Spec) map[int]string {
+	t.Helper()
+	out := map[int]string{}
+	for _, p := range spec.Processes {
+		if !p.Kernel && strings.HasPrefix(p.Comm, "napi/") {
+			b, err := os.ReadFile(filepath.Join(root, "proc", fmt.Sprint(p.PID), "status"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[p.PID] = string(b)
+		}
+	}
+	return out
+}
+
+func TestApplyIdempotentOnPresets(t *testing.T) {
+	ctx := context.Background()
+	for _, name := range fixture.PresetNames() {
+		for _, mode := range Modes {
+			t.Run(name+"/"+string(mode), func(t *testing.T) {
+				spec, _ := fixture.Preset(name)
+				root := presetRoot(t, name, nil)
+				users := userNAPIStatus(t, root, spec)
+				e := NewEngine(root, WithClock(func() time.Time { return time.Unix(1700000000, 0) }))
+				res, err := e.SetMode(ctx, SetModeRequest{Mode: mode, Flows: intp(64), Reason: "test"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(res.Failed) != 0 {
+					t.Fatalf("failed: %+v", res.Failed)
+				}
+				// Every action the plan holds is now live, as a fresh
+				// read of the fixture shows.
+				_, p, err := e.Plan(ctx, PlanRequest{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, a := range p.Actions {
+					if a.Current != "" && !(a.Kind == KindSysctl && a.Current == "-1") && !sameValue(a.Kind, a.Current, a.Value) {
+						t.Errorf("after apply %s %s is %q, want %q", a.Kind, a.Target(), a.Current, a.Value)
+					}
+				}
+				again, err := e.Apply(ctx, ApplyRequest{Reason: "again"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(again.Changed) != 0 || len(again.Failed) != 0 {
+					t.Fatalf("second apply changed %v failed %v", kinds(again.Changed), again.Failed)
+				}
+				if again.Unchanged+len(again.Skipped) != len(p.Actions) {
+					t.Errorf("second apply: %d unchanged + %d skipped of %d actions", again.Unchanged, len(again.Skipped), len(p.Actions))
+				}
+				st, err := e.Status(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !st.InSync {
+					t.Errorf("status not in sync after apply")
+				}
+				want := ApplyRecord{Time: time.Unix(1700000000, 0), Reason: "again", DurationUS: again.DurationUS}
+				if st.LastApply == nil || *st.LastApply != want {
+					t.Errorf("last apply %+v, want %+v", st.LastApply, want)
+				}
+				if got := userNAPIStatus(t, root, spec); fmt.Sprint(got) != fmt.Sprint(users) {
+					t.Errorf("a user process named like a NAPI thread was touched")
+				}
+			})
+		}
+	}
+}
+
+func TestApplyFixtureThreadAffinity(t *testing.T) {
+	ctx := context.Background()
+	root := presetRoot(t, "ipq807x", nil)
+	e := NewEngine(root)
+	if _, err := e.SetMode(ctx, SetModeRequest{Mode: ModeAuto}); err != nil {
+		t.Fatal(err)
+	}
+	snap, p, err := e.Plan(ctx, PlanRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, a := range p.Actions {
+		if a.Kind != KindNAPIAffinity {
+			continue
+		}
+		n++
+		b, err := os.ReadFile(filepath.Join(root, "proc", fmt.Sprint(a.PID), "status"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "Cpus_allowed_list:\t" + a.Value + "\n"
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s status lacks %q:\n%s", a.Thread, want, b)
+		}
+		set, _ := ParseList(a.Value)
+		if mask := "Cpus_allowed:\t" + set.KernelMask(len(snap.CPUs)) + "\n"; !strings.Contains(string(b), mask) {
+			t.Errorf("%s status lacks %q:\n%s", a.Thread, mask, b)
+		}
+	}
+	if n != 4 {
+		t.Fatalf("%d NAPI actions on ipq807x auto, want 4 (one per ring)", n)
+	}
+}
+
+func TestEngineApplyOneDevice(t *testing.T) {
+	ctx := context.Background()
+	root := presetRoot(t, "ipq807x", nil)
+	e := NewEngine(root)
+	for _, dev := range []string{"eth9", "../eth0", "eth0/queues", ""} {
+		if dev == "" {
+			continue
+		}
+		if _, err := e.Apply(ctx, ApplyRequest{Device: dev}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Apply(device %q) = %v, want ErrInvalid", dev, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, "var/lock")); err == nil {
+		t.Errorf("an invalid device created the lock directory")
+	}
+	snap, err := e.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Apply(ctx, ApplyRequest{Device: "eth0", Reason: "hotplug"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	threads := 0
+	for _, a := range res.Changed {
+		if actionDevice(snap, a) != "eth0" {
+			t.Errorf("device apply of eth0 changed %s %s", a.Kind, a.Target())
+		}
+		if a.Kind == KindNAPIAffinity || a.Kind == KindIRQAffinity {
+			threads++
+		}
+	}
+	if threads == 0 {
+		t.Errorf("device apply left out eth0's NAPI threads and IRQs: %v", kinds(res.Changed))
+	}
+	dry, err := e.Apply(ctx, ApplyRequest{DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range dry.Changed {
+		if actionDevice(snap, a) == "eth0" {
+			t.Errorf("eth0 knob %s still differs after its device apply", a.Target())
+		}
+	}
+}
+
+func TestQueues(t *testing.T) {
+	ctx := context.Background()
+	root := presetRoot(t, "ipq807x", nil)
+	e := NewEngine(root)
+	if _, err := e.Queues(ctx, "nope0"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("unknown device: %v", err)
+	}
+	all, err := e.Queues(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := e.Snapshot(ctx)
+	if len(all) != len(snap.Devices) {
+		t.Fatalf("%d devices, want %d", len(all), len(snap.Devices))
+	}
+	if _, err := e.SetMode(ctx, SetModeRequest{Mode: ModeAuto}); err != nil {
+		t.Fatal(err)
+	}
+	qs, err := e.Queues(ctx, "eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) != 1 || qs[0].Name != "eth0" || len(qs[0].Rx) != 4 || qs[0].Kind == "" {
+		t.Fatalf("eth0 queues %+v", qs)
+	}
+	seen := map[int]bool{}
+	for _, rx := range qs[0].Rx {
+		if rx.NAPI == nil || rx.IRQ == nil {
+			t.Fatalf("%s: napi %+v irq %+v, want both tied", rx.Queue, rx.NAPI, rx.IRQ)
+		}
+		if seen[rx.NAPI.PID] {
+			t.Errorf("thread %d tied to two queues", rx.NAPI.PID)
+		}
+		seen[rx.NAPI.PID] = true
+		if rx.NAPI.WantCPUs == "" || !SameList(rx.NAPI.CPUs, rx.NAPI.WantCPUs) {
+			t.Errorf("%s napi live %q want %q", rx.Queue, rx.NAPI.CPUs, rx.NAPI.WantCPUs)
+		}
+		if rx.IRQ.WantCPUs == "" || !SameList(rx.IRQ.CPUs, rx.IRQ.WantCPUs) {
+			t.Errorf("%s irq live %q want %q", rx.Queue, rx.IRQ.CPUs, rx.IRQ.WantCPUs)
+		}
+		if rx.WantRPSCPUs == "" || !SameMask(rx.RPSCPUs, rx.WantRPSCPUs) {
+			t.Errorf("%s rps live %q want %q", rx.Queue, rx.RPSCPUs, rx.WantRPSCPUs)
+		}
+	}
+	// Ring i's thread and IRQ sit on CPU i (seed 002), so the views must
+	// pair ring i with the thread and IRQ of ring i.
+	for i, rx := range qs[0].Rx {
+		if rx.NAPI.CPUs != fmt.Sprint(i) || rx.IRQ.CPUs != fmt.Sprint(i) {
+			t.Errorf("%s: napi on %s, irq on %s; want CPU %d", rx.Queue, rx.NAPI.CPUs, rx.IRQ.CPUs, i)
+		}
+	}
+}
+
+func TestStatusOffloadAndPlatform(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		preset, offload string
+	}{{"bcm53xx", OffloadNone}, {"bcm53xx-sw", OffloadSoftware}, {"bcm53xx-hw", OffloadHardware}} {
+		st, err := NewEngine(presetRoot(t, tc.preset, nil)).Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Offload != tc.offload || st.Platform.CPUs != 2 || st.Platform.Target == "" || len(st.CPUs) != 2 || st.Policy == "" {
+			t.Errorf("%s: status %+v", tc.preset, st)
+		}
+		if st.LastApply != nil {
+			t.Errorf("%s: last apply before any apply", tc.preset)
+		}
+	}
+}
+
+// tenDevices is a 4-CPU router with 10 netdevs besides lo: the ipq807x
+// preset (eth0 with 4 rings, 5 DSA ports, br-lan, wlan0) plus wlan1 and a
+// second, single-queue ethernet.
+func tenDevices(s *fixture.Spec) {
+	s.Devices = append(s.Devices,
+		fixture.Device{Name: "wlan1", Driver: "ath11k_ahb", Bus: "platform/soc@0/c000000.wifi", Phy: "phy1", PhyIndex: 1},
+		fixture.Device{Name: "eth1", Driver: "r8152", Bus: "platform/usb1-bus", RxQueues: 1, TxQueues: 1},
+	)
+}
+
+func TestTenDeviceFixture(t *testing.T) {
+	root := presetRoot(t, "ipq807x", tenDevices)
+	snap, err := NewEngine(root).Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, d := range snap.Devices {
+		if d.Name != "lo" {
+			n++
+		}
+	}
+	if n != 10 || len(snap.CPUs) != 4 {
+		t.Fatalf("%d devices and %d CPUs, want 10 and 4", n, len(snap.CPUs))
+	}
+}
+
+// BenchmarkApply measures one whole apply (read the machine, plan, read
+// every knob, write what differs) on a 4-CPU, 10-device fixture root:
+// "in-sync" writes nothing, "toggle" alternates legacy and auto so every
+// iteration rewrites the knobs the two modes disagree on.
+func BenchmarkApply(b *testing.B) {
+	ctx := context.Background()
+	for _, bc := range []struct {
+		name   string
+		toggle bool
+	}{{"in-sync", false}, {"toggle", true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			root := presetRoot(b, "ipq807x", tenDevices)
+			e := NewEngine(root)
+			if _, err := e.SetMode(ctx, SetModeRequest{Mode: ModeAuto}); err != nil {
+				b.Fatal(err)
+			}
+			modes := []Mode{ModeLegacy, ModeAuto}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				var res *Result
+				var err error
+				if bc.toggle {
+					res, err = e.SetMode(ctx, SetModeRequest{Mode: modes[i%2]})
+				} else {
+					res, err = e.Apply(ctx, ApplyRequest{Reason: "bench"})
+				}
+				if err != nil || len(res.Failed) != 0 {
+					b.Fatalf("%v %+v", err, res)
+				}
+				if !bc.toggle && len(res.Changed) != 0 {
+					b.Fatalf("in-sync apply changed %d knobs", len(res.Changed))
+				}
+				if bc.toggle && len(res.Changed) == 0 {
+					b.Fatal("toggle apply changed nothing")
+				}
+			}
+		})
+	}
+}
