@@ -685,3 +685,24 @@ func cpuTicks(t *testing.T, pid int) int {
 	fmt.Sscan(fields[12], &k) // field 15
 	return u + k
 }
+
+// A reply that does not come in time ends as the stock CLI's does: status
+// TIMEOUT (7); an object that is not on the bus is NOT_FOUND (4).
+func TestCallTimeoutAndNotFound(t *testing.T) {
+	_, sock := ubustest.Start(t)
+	if code, out, errOut := callCmd(t, sock, "status"); code != 4 || out != "" || errOut != "Command failed: Not found\n" {
+		t.Errorf("no daemon: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	root := daemonFixture(t)
+	eng := &blockingEngine{Engine: steering.NewEngine(root), started: make(chan struct{}, 1), release: make(chan struct{})}
+	startDaemon(t, sock, eng).waitServing(t)
+	defer close(eng.release)
+	start := time.Now()
+	code, out, errOut := callCmd(t, sock, "--timeout", "1", "apply", `{"reason":"hold"}`)
+	if code != 7 || out != "" || errOut != "Command failed: Request timed out\n" {
+		t.Errorf("timeout: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if took := time.Since(start); took < time.Second || took > 3*time.Second {
+		t.Errorf("timeout took %v, want about 1 s", took)
+	}
+}
