@@ -201,15 +201,20 @@ func (s *sink) close() {
 
 func (s *sink) run(fn notifyFunc) {
 	for range s.wake {
-		s.mu.Lock()
-		items, closed := s.items, s.closed
-		s.items = nil
-		s.mu.Unlock()
-		for _, it := range items {
+		for {
+			s.mu.Lock()
+			if s.closed {
+				s.mu.Unlock()
+				return
+			}
+			if len(s.items) == 0 {
+				s.mu.Unlock()
+				break
+			}
+			it := s.items[0]
+			s.items = s.items[1:]
+			s.mu.Unlock()
 			fn(it.method, it.data)
-		}
-		if closed {
-			return
 		}
 	}
 }
@@ -757,7 +762,9 @@ func (c *Conn) removeRemote(ctx context.Context, id uint32) error {
 // prefix ending in "*"; "*" is every event). fn runs on its own goroutine,
 // one event after another, in the order received; events from this
 // connection itself are not delivered (the broker does not loop them back).
-// stop unregisters the listener. ctx bounds the registration only.
+// stop unregisters the listener; events still in flight are dropped, and
+// fn is not called for events queued after stop (one already being
+// delivered may complete). ctx bounds the registration only.
 func (c *Conn) Listen(ctx context.Context, pattern string, fn func(event string, data []Attr)) (stop func() error, err error) {
 	id, _, err := c.addSink(ctx, fn)
 	if err != nil {

@@ -229,6 +229,11 @@ func TestEvents(t *testing.T) {
 	send("steering.test", 1)
 	send("steering.other", 2)
 	send("other", 3)
+	// Events in flight when a listener stops are dropped: stop only after
+	// the exact listener has its event.
+	if !waitFor(3*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(got["exact"]) == 1 }) {
+		t.Fatal("exact listener got no event")
+	}
 	if err := stopExact(); err != nil {
 		t.Fatal(err)
 	}
