@@ -476,10 +476,17 @@ func (b *Broker) addObject(cl *client, m *ubus.Message, a *attrs) ubus.Status {
 }
 
 // splitMethods checks a signature (a list of blobmsg tables) and returns each
-// method's raw attribute, padded, as ubusd keeps them.
+// method's raw attribute, padded, as ubusd keeps them. As ubusd's
+// blobmsg_check_attr(pos, true), every method must have a name.
 func splitMethods(sig []byte) ([][]byte, bool) {
-	if _, err := ubus.DecodeAttrs(sig, false); err != nil {
+	methods, err := ubus.DecodeAttrs(sig, false)
+	if err != nil {
 		return nil, false
+	}
+	for _, m := range methods {
+		if m.Name == "" {
+			return nil, false
+		}
 	}
 	var out [][]byte
 	for off := 0; off < len(sig); {

@@ -152,6 +152,10 @@ func TestObjectTypesAndRemoval(t *testing.T) {
 		t.Fatalf("remove b: %+v", m.Attrs)
 	}
 	r.expectStatus(5, 0, ubus.StatusOK)
+	// A signature with an unnamed method is refused, as ubusd does.
+	bad, _ := ubus.BlobmsgAttr(ubus.AttrSignature, []ubus.Attr{ubus.Table("")})
+	r.send(&ubus.Message{Type: ubus.MsgAddObject, Seq: 9, Attrs: []ubus.MsgAttr{ubus.StringAttr(ubus.AttrObjPath, "bad"), bad}})
+	r.expectStatus(9, 0, ubus.StatusInvalidArgument)
 	// Someone else's object cannot be removed.
 	d3 := r.addObject(6, ubus.StringAttr(ubus.AttrObjPath, "c"), sig(t))
 	id3, _ := d3.U32(ubus.AttrObjID)
