@@ -25,6 +25,13 @@ var (
 	txQueueRE    = regexp.MustCompile(`^tx-[0-9]+$`)
 )
 
+// validDeviceName reports whether name may be joined into a sysfs path: the
+// pattern above, at most IFNAMSIZ-1 bytes, and not "." or ".." (the kernel's
+// dev_valid_name refuses the same).
+func validDeviceName(name string) bool {
+	return len(name) <= 15 && name != "." && name != ".." && deviceNameRE.MatchString(name)
+}
+
 // sysctlPaths maps the sysctl keys a plan may hold to their procfs files.
 // Nothing else under proc/sys is ever written.
 var sysctlPaths = map[string]string{
@@ -43,7 +50,7 @@ type knob struct {
 func resolveKnob(snap *platform.Snapshot, a Action) (knob, error) {
 	k := knob{act: a}
 	dev := func() (*platform.Device, error) {
-		if !deviceNameRE.MatchString(a.Device) {
+		if !validDeviceName(a.Device) {
 			return nil, fmt.Errorf("device name %q: %w", a.Device, ErrInvalid)
 		}
 		for i := range snap.Devices {

@@ -350,10 +350,14 @@ func TestApplyPlanFailureKeepsKernelError(t *testing.T) {
 
 func TestApplyPlanRejectsUnsafeNames(t *testing.T) {
 	snap, w, _ := twoDeviceMachine()
-	snap.Devices = append(snap.Devices, platform.Device{Name: "../../etc", RxQueues: []platform.RxQueue{{Name: "rx-0"}}})
+	for _, name := range []string{"../../etc", "..", "."} {
+		snap.Devices = append(snap.Devices, platform.Device{Name: name, RxQueues: []platform.RxQueue{{Name: "rx-0"}}})
+	}
 	for _, a := range []Action{
 		{Kind: KindRPSCPUs, Device: "eth9", Queue: "rx-0", Value: "1"},
 		{Kind: KindRPSCPUs, Device: "../../etc", Queue: "rx-0", Value: "1"},
+		{Kind: KindRPSCPUs, Device: "..", Queue: "rx-0", Value: "1"},
+		{Kind: KindRPSFlowCnt, Device: ".", Queue: "rx-0", Value: "1"},
 		{Kind: KindRPSCPUs, Device: "eth0", Queue: "rx-0/../../x", Value: "1"},
 		{Kind: KindRPSCPUs, Device: "eth0", Queue: "tx-0", Value: "1"},
 		{Kind: KindXPSCPUs, Device: "eth0", Queue: "rx-0", Value: "1"},
@@ -435,4 +439,44 @@ func TestVanished(t *testing.T) {
 			t.Errorf("vanished(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
+}
+
+// FuzzResolveKnob hands resolveKnob names from a hostile snapshot (as a
+// --snapshot file could hold): whatever it accepts must be a path below
+// sys/class/net/<one name>/queues/<rx-N|tx-N>/ or one of the fixed procfs
+// knobs.
+func FuzzResolveKnob(f *testing.F) {
+	f.Add(KindRPSCPUs, "eth0", "rx-0", 0)
+	f.Add(KindXPSCPUs, "..", "tx-1", 0)
+	f.Add(KindRPSFlowCnt, ".", "rx-0", 0)
+	f.Add(KindRPSCPUs, "a/b", "rx-0/../../x", 0)
+	f.Add(KindIRQAffinity, "", "", 60)
+	f.Add(KindSysctl, "", "", 0)
+	f.Fuzz(func(t *testing.T, kind, dev, queue string, irq int) {
+		snap := &platform.Snapshot{
+			Devices: []platform.Device{{Name: dev, RxQueues: []platform.RxQueue{{Name: queue}}, TxQueues: []platform.TxQueue{{Name: queue}}}},
+			IRQs:    []platform.IRQ{{Number: irq}},
+		}
+		k, err := resolveKnob(snap, Action{Kind: kind, Device: dev, Queue: queue, IRQ: irq, Key: queue})
+		if err != nil || k.thread {
+			return
+		}
+		parts := strings.Split(k.path, "/")
+		switch {
+		case strings.HasPrefix(k.path, "sys/class/net/"):
+			if len(parts) != 7 || parts[4] != "queues" || !validDeviceName(parts[3]) ||
+				!(rxQueueRE.MatchString(parts[5]) || txQueueRE.MatchString(parts[5])) {
+				t.Fatalf("path %q from %q %q", k.path, dev, queue)
+			}
+		case k.path == "proc/irq/"+fmt.Sprint(irq)+"/smp_affinity" && irq >= 0:
+		case k.path == "proc/sys/net/core/rps_sock_flow_entries":
+		default:
+			t.Fatalf("unexpected path %q", k.path)
+		}
+		for _, p := range parts {
+			if p == "" || p == "." || p == ".." {
+				t.Fatalf("path %q has an empty, . or .. element", k.path)
+			}
+		}
+	})
 }

@@ -309,7 +309,7 @@ func (e *Engine) lock(ctx context.Context) (func(), error) {
 // Apply makes the machine match the configured plan. An unknown device is
 // ErrInvalid; with DryRun nothing is written (and no lock file is taken).
 func (e *Engine) Apply(ctx context.Context, req ApplyRequest) (*Result, error) {
-	if req.Device != "" && !deviceNameRE.MatchString(req.Device) {
+	if req.Device != "" && !validDeviceName(req.Device) {
 		return nil, fmt.Errorf("device %q: %w", req.Device, ErrInvalid)
 	}
 	if req.Device != "" {

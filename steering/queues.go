@@ -12,7 +12,7 @@ import (
 // all. A wanted value is "" where the plan leaves the knob alone. An unknown
 // device is ErrInvalid.
 func (e *Engine) Queues(ctx context.Context, device string) ([]DeviceQueues, error) {
-	if device != "" && !deviceNameRE.MatchString(device) {
+	if device != "" && !validDeviceName(device) {
 		return nil, fmt.Errorf("device %q: %w", device, ErrInvalid)
 	}
 	snap, s, err := e.state(ctx)

@@ -140,3 +140,25 @@ func TestCPUSetList(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseStat feeds arbitrary /proc/PID/stat text: no panics, and a comm
+// it returns is the text between the first '(' and the last ')'.
+func FuzzParseStat(f *testing.F) {
+	for _, s := range []string{
+		"300 (napi/eth0-257) S 2 0 0 0 -1 2129984 0 0",
+		"12 (a) b) (c) S 1 1 1 0 -1 4194560 0",
+		"1 (init) S 0 1 1 0 -1",
+		")(", "", "(((", "5 () S 1 1 1 0 -1 18446744073709551615",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		comm, _, err := parseStat(s)
+		if err != nil {
+			return
+		}
+		if !strings.Contains(s, "("+comm+")") || strings.IndexByte(s, '(') != strings.Index(s, "("+comm+")") {
+			t.Fatalf("parseStat(%q) comm %q", s, comm)
+		}
+	})
+}
