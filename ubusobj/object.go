@@ -209,7 +209,7 @@ func (o *Object) handler(m Method) ubus.Handler {
 		if err != nil {
 			return nil, o.callError(m.Name, err)
 		}
-		reply, err := ubus.AttrsFromValue(v)
+		reply, err := encodeReply(v)
 		if err != nil {
 			o.log.Error("encode reply", "method", m.Name, "err", err)
 			return nil, fmt.Errorf("%w: encode %s reply: %w", ubus.StatusUnknownError, m.Name, err)
