@@ -169,10 +169,23 @@ type Engine struct {
 	// so that waiting honours ctx.
 	sem chan struct{}
 
+	viewTTL time.Duration // WithViewCache; 0: every view reads the machine
+
 	mu        sync.Mutex // guards the fields below
 	live      *Settings  // set_mode without persist; nil: as configured
 	lastApply *ApplyRecord
 	lastGood  *platform.Config // last config read without parse errors
+	view      *viewState       // cached read for Status and Queues
+	gen       uint64           // counts applies and mode changes
+}
+
+// viewState is one read of the machine with its plan, as Status and Queues
+// use it.
+type viewState struct {
+	at   time.Time
+	snap *platform.Snapshot
+	set  Settings
+	plan *Plan
 }
 
 // Option configures an Engine.
@@ -187,6 +200,13 @@ func WithClock(now func() time.Time) Option { return func(e *Engine) { e.now = n
 // WithLockDir makes the engine take its locks in dir instead of
 // <root>/var/lock.
 func WithLockDir(dir string) Option { return func(e *Engine) { e.lockDir = dir } }
+
+// WithViewCache lets Status and Queues reuse the machine read (and plan) of
+// a Status or Queues call made less than ttl ago, so that a busy poller (a
+// LuCI page, a monitoring script) does not read every knob each time. Every
+// apply and mode change drops the cache; a change made behind the engine's
+// back shows up within ttl. Zero (the default) reads on every call.
+func WithViewCache(ttl time.Duration) Option { return func(e *Engine) { e.viewTTL = ttl } }
 
 // WithReader replaces platform.Read (tests use it to hand in a snapshot).
 func WithReader(read func(ctx context.Context, root string) (*platform.Snapshot, error)) Option {
@@ -252,6 +272,51 @@ func (e *Engine) state(ctx context.Context) (*platform.Snapshot, Settings, error
 		return nil, Settings{}, fmt.Errorf("settings: %w", err)
 	}
 	return snap, s, nil
+}
+
+// viewState returns the machine, settings and plan for a read-only view,
+// from the cache when WithViewCache allows.
+func (e *Engine) viewState(ctx context.Context) (*viewState, error) {
+	if e.viewTTL > 0 {
+		e.mu.Lock()
+		v := e.view
+		e.mu.Unlock()
+		if v != nil && time.Since(v.at) < e.viewTTL {
+			return v, nil
+		}
+	}
+	gen := e.viewGen()
+	at := time.Now()
+	snap, s, err := e.state(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, err := e.plan(snap, s)
+	if err != nil {
+		return nil, err
+	}
+	v := &viewState{at: at, snap: snap, set: s, plan: p}
+	if e.viewTTL > 0 {
+		e.mu.Lock()
+		// An apply that finished meanwhile made this read stale.
+		if e.gen == gen {
+			e.view = v
+		}
+		e.mu.Unlock()
+	}
+	return v, nil
+}
+
+func (e *Engine) viewGen() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.gen
+}
+
+// dropView forgets the cached view; callers hold e.mu.
+func (e *Engine) dropView() {
+	e.view = nil
+	e.gen++
 }
 
 func (e *Engine) plan(snap *platform.Snapshot, s Settings) (*Plan, error) {
@@ -376,6 +441,7 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 			reason = "manual"
 		}
 		e.mu.Lock()
+		e.dropView()
 		e.lastApply = &ApplyRecord{
 			Time:       e.now(),
 			Reason:     reason,
@@ -434,11 +500,13 @@ func (e *Engine) SetMode(ctx context.Context, req SetModeRequest) (*Result, erro
 		want.Source = SourcePacketSteering
 		e.mu.Lock()
 		e.live = nil
+		e.dropView()
 		e.mu.Unlock()
 	} else {
 		e.mu.Lock()
 		live := want
 		e.live = &live
+		e.dropView()
 		e.mu.Unlock()
 	}
 	reason := req.Reason

@@ -323,3 +323,59 @@ func BenchmarkApply(b *testing.B) {
 		})
 	}
 }
+
+func TestViewCache(t *testing.T) {
+	ctx := context.Background()
+	root := presetRoot(t, "ipq807x", nil)
+	rps := filepath.Join(root, "sys/class/net/eth0/queues/rx-0/rps_cpus")
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		// wantStale: a change behind the engine's back is not seen yet.
+		wantStale bool
+	}{
+		{"no cache", nil, false},
+		{"cache", []Option{WithViewCache(time.Hour)}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := NewEngine(root, tc.opts...)
+			if _, err := e.Apply(ctx, ApplyRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			st, err := e.Status(ctx)
+			if err != nil || !st.InSync {
+				t.Fatalf("after apply: %v in sync %v", err, st != nil && st.InSync)
+			}
+			// Someone else changes a managed knob.
+			if err := os.WriteFile(rps, []byte("f\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			st, _ = e.Status(ctx)
+			if st.InSync != tc.wantStale {
+				t.Errorf("status after an outside change: in sync %v, want %v", st.InSync, tc.wantStale)
+			}
+			qs, err := e.Queues(ctx, "eth0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := qs[0].Rx[0].RPSCPUs; (got == "f") == tc.wantStale {
+				t.Errorf("queues shows rps %q", got)
+			}
+			// An apply drops the cache: the repaired state shows at once.
+			res, err := e.Apply(ctx, ApplyRequest{})
+			if err != nil || len(res.Changed) != 1 {
+				t.Fatalf("repair apply: %v %+v", err, res)
+			}
+			if st, _ = e.Status(ctx); !st.InSync {
+				t.Errorf("not in sync after the repair apply")
+			}
+			// A live mode change drops it too.
+			if _, err := e.SetMode(ctx, SetModeRequest{Mode: ModeOff}); err != nil {
+				t.Fatal(err)
+			}
+			if st, _ = e.Status(ctx); st.Mode != ModeOff || !st.InSync {
+				t.Errorf("after set_mode off: mode %s in sync %v", st.Mode, st.InSync)
+			}
+		})
+	}
+}

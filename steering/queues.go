@@ -15,18 +15,14 @@ func (e *Engine) Queues(ctx context.Context, device string) ([]DeviceQueues, err
 	if device != "" && !validDeviceName(device) {
 		return nil, fmt.Errorf("device %q: %w", device, ErrInvalid)
 	}
-	snap, s, err := e.state(ctx)
+	v, err := e.viewState(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if device != "" && snapDevice(snap, device) == nil {
+	if device != "" && snapDevice(v.snap, device) == nil {
 		return nil, fmt.Errorf("no device %q: %w", device, ErrInvalid)
 	}
-	p, err := e.plan(snap, s)
-	if err != nil {
-		return nil, err
-	}
-	return queueViews(snap, p, device), nil
+	return queueViews(v.snap, v.plan, device), nil
 }
 
 // queueViews joins the snapshot's queues, threads and IRQs with the plan.

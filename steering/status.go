@@ -2,6 +2,7 @@ package steering
 
 import (
 	"context"
+	"slices"
 )
 
 // inSync reports whether every action's live value already equals its
@@ -25,14 +26,11 @@ func inSync(p *Plan) bool {
 // from, the policy and its evidence, whether the live knobs equal the plan,
 // the last apply, hints and per-CPU softnet counters. It only reads.
 func (e *Engine) Status(ctx context.Context) (*Status, error) {
-	snap, s, err := e.state(ctx)
+	v, err := e.viewState(ctx)
 	if err != nil {
 		return nil, err
 	}
-	p, err := e.plan(snap, s)
-	if err != nil {
-		return nil, err
-	}
+	snap, s, p := v.snap, v.set, v.plan
 	st := &Status{
 		Mode:         p.Mode,
 		Configured:   s,
@@ -40,9 +38,9 @@ func (e *Engine) Status(ctx context.Context) (*Status, error) {
 		Evidence:     p.Evidence,
 		Offload:      Offload(snap),
 		InSync:       inSync(p),
-		Hints:        p.Hints,
+		Hints:        slices.Clone(p.Hints),
 		CPUs:         make([]CPUStat, 0, len(snap.Softnet)),
-		ConfigErrors: snap.Config.Errors,
+		ConfigErrors: slices.Clone(snap.Config.Errors),
 		Platform: PlatformInfo{
 			Board:  snap.Identity.Board,
 			Model:  snap.Identity.Model,
