@@ -230,6 +230,9 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("iperf3 is needed for the built-in load (or give --load): %w", err)
 		}
+		if o.UDP && o.Bitrate == "" {
+			fmt.Fprintln(stderr, "tune: note: without -b, iperf3 sends UDP at 1 Mbit/s, which no steering limits; give the rate to test, e.g. -b 900M")
+		}
 		load = &Iperf{Binary: bin, Host: ip.String(), Port: o.Port, UDP: o.UDP, Bitrate: o.Bitrate, Length: o.Length,
 			Bidir: o.Bidir, Reverse: o.Reverse, Seconds: o.Seconds, Parallel: o.Parallel, ClientPort: o.CPort}
 	}

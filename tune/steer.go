@@ -282,7 +282,8 @@ func (e *Engine) Restore(ctx context.Context) (RestoreResult, error) {
 // LayoutFor describes the machine for candidate generation: the online
 // CPUs, the devices to vary (devs, or when empty every device that the
 // given plans steer with a non-zero RPS mask) and, per device, the CPUs its
-// NAPI threads and IRQs are pinned to now.
+// NAPI threads and IRQs are pinned to now; an IRQ allowed on every CPU
+// counts as pinned to the CPUs its /proc/interrupts counts show it ran on.
 func LayoutFor(s *platform.Snapshot, plans []*steering.Plan, devs []string) Layout {
 	l := Layout{RxCPUs: map[string][]int{}}
 	var all steering.CPUSet
@@ -315,12 +316,27 @@ func LayoutFor(s *platform.Snapshot, plans []*steering.Plan, devs []string) Layo
 			}
 		}
 		for _, irq := range s.IRQs {
-			if irq.Device != d || irq.SMPAffinity == "" {
+			if irq.Device != d {
 				continue
 			}
-			if set, err := steering.ParseMask(irq.SMPAffinity); err == nil {
-				pinned = pinned.Union(set.Intersect(all))
+			set := all
+			if m, err := steering.ParseMask(irq.SMPAffinity); err == nil && irq.SMPAffinity != "" {
+				set = m.Intersect(all)
 			}
+			if set.Equal(all) {
+				// Allowed everywhere: where it actually ran is what counts
+				// (the stock bcm53xx hook finds the IRQ's CPU the same way).
+				var ran steering.CPUSet
+				for cpu, n := range irq.Counts {
+					if n > 0 && all.Has(cpu) {
+						ran = ran.Add(cpu)
+					}
+				}
+				if !ran.IsEmpty() {
+					set = ran
+				}
+			}
+			pinned = pinned.Union(set)
 		}
 		if !pinned.IsEmpty() && !pinned.Equal(all) {
 			l.RxCPUs[d] = pinned.CPUs()
