@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 
 	"github.com/packet-steering/packet-steering/internal/uci"
@@ -53,6 +54,9 @@ func persistSettings(configDir string, m Mode, flows int) error {
 		return fmt.Errorf("config dir: %w", err)
 	}
 	var old struct{ mode, flows string }
+	steeringPath := filepath.Join(configDir, configSteering)
+	_, statErr := os.Stat(steeringPath)
+	existed := statErr == nil
 	err := uci.Update(configDir, configSteering, func(p *uci.Package) error {
 		ref, err := globalsSection(p)
 		if err != nil {
@@ -66,6 +70,9 @@ func persistSettings(configDir string, m Mode, flows int) error {
 		return p.Set(ref, "flows", strconv.Itoa(flows))
 	})
 	if err != nil {
+		if !existed {
+			removeIfEmpty(steeringPath)
+		}
 		return fmt.Errorf("save %s/%s: %w", configDir, configSteering, err)
 	}
 	err = uci.Update(configDir, configNetwork, func(p *uci.Package) error {
@@ -103,4 +110,13 @@ func persistSettings(configDir string, m Mode, flows int) error {
 		return errors.Join(err, fmt.Errorf("restore %s: %w", configSteering, undo))
 	}
 	return err
+}
+
+// removeIfEmpty removes a config file that a failed uci.Update created empty
+// (it creates the file to lock it), so that a failed save leaves no trace.
+// A file someone filled meanwhile stays.
+func removeIfEmpty(path string) {
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
+		os.Remove(path)
+	}
 }

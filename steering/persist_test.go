@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/packet-steering/packet-steering/internal/uci"
@@ -401,5 +402,86 @@ func TestSetModeRace(t *testing.T) {
 		if v, _ := ps.Get("@device[0]", "rps_cpus"); v != "a" {
 			t.Fatalf("round %d: helper's last write lost: rps_cpus %q", round, v)
 		}
+	}
+}
+
+// diskFullEnv marks the re-executed test binary as the disk-full child; its
+// value is the directory to mount a tiny tmpfs on.
+const diskFullEnv = "STEERING_DISK_FULL_DIR"
+
+// TestSetModeDiskFull fills a config directory's file system and checks that
+// a persisting set_mode fails clearly and changes nothing. It runs in a child
+// process with a private mount namespace holding a 64 KiB tmpfs.
+func TestSetModeDiskFull(t *testing.T) {
+	if dir := os.Getenv(diskFullEnv); dir != "" {
+		diskFullChild(t, dir)
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a private mount namespace")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(exe, "-test.run", "^TestSetModeDiskFull$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), diskFullEnv+"="+dir)
+	// Go makes the new mount namespace private before exec, so the tmpfs
+	// never shows outside the child.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "--- PASS: TestSetModeDiskFull") {
+		t.Fatalf("child did not pass:\n%s", out)
+	}
+}
+
+func diskFullChild(t *testing.T, root string) {
+	if err := syscall.Mount("tmpfs", root, "tmpfs", 0, "size=64k"); err != nil {
+		t.Skipf("mount tmpfs: %v", err)
+	}
+	writeFixture(t, root, map[string]string{
+		"etc/config/network": networkConfig,
+		"var/lock/.keep":     "",
+	})
+	e := NewEngine(root)
+	ctx := context.Background()
+	before, err := e.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fill the file system.
+	f, err := os.Create(filepath.Join(root, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 4096)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	f.Close()
+	files := readAllFiles(t, filepath.Join(root, "etc"))
+	_, err = e.SetMode(ctx, SetModeRequest{Mode: ModeOff, Flows: intp(0), Persist: true})
+	if err == nil || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("SetMode on a full disk: %v, want ENOSPC", err)
+	}
+	t.Logf("error: %v", err)
+	after, err := e.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Configured != before.Configured || after.LastApply != nil {
+		t.Errorf("live state changed: %+v -> %+v", before.Configured, after.Configured)
+	}
+	if got := readAllFiles(t, filepath.Join(root, "etc")); fmt.Sprint(got) != fmt.Sprint(files) {
+		t.Errorf("config files changed on a full disk")
 	}
 }
