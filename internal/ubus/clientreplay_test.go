@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -208,6 +209,74 @@ func TestClientBytesAsStockCLI(t *testing.T) {
 				}
 			case <-time.After(3 * time.Second):
 				t.Fatal("the capture was not played to its end")
+			}
+		})
+	}
+}
+
+// TestConnAgainstBadBrokers: a broker that never greets makes Dial fail
+// when its context ends; one that sends garbage ends the connection and
+// fails the pending request instead of leaving it hanging.
+func TestConnAgainstBadBrokers(t *testing.T) {
+	tests := []struct {
+		name  string
+		greet []byte // sent on accept
+		after []byte // sent after the first request arrives
+	}{
+		{"silent", nil, nil},
+		{"garbage reply", mustHex(t, "000000000000abcd00000004"), mustHex(t, "0002000100000000ff000004")},
+		{"hostile length", mustHex(t, "000000000000abcd00000004"), mustHex(t, "0002000100000000007fffff")},
+		{"not hello", mustHex(t, "000100000000abcd00000004"), nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, err := os.MkdirTemp("", "ubusbad")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(dir)
+			l, err := net.Listen("unix", filepath.Join(dir, "s"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			go func() {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				if tc.greet != nil {
+					c.Write(tc.greet)
+				}
+				if tc.after != nil {
+					if _, err := ubus.ReadMessage(c, 0); err == nil {
+						c.Write(tc.after)
+					}
+				}
+				_, _ = io.Copy(io.Discard, c) // until the client hangs up
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			conn, err := ubus.Dial(ctx, filepath.Join(dir, "s"))
+			if tc.after == nil {
+				if err == nil {
+					conn.Close()
+					t.Fatal("Dial succeeded")
+				}
+				if time.Since(start) > 2*time.Second {
+					t.Fatalf("Dial took %v", time.Since(start))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_, err = conn.Lookup(context.Background(), "")
+			if !errors.Is(err, ubus.ErrClosed) {
+				t.Fatalf("lookup: %v, want ErrClosed", err)
 			}
 		})
 	}
