@@ -75,6 +75,9 @@ func persistSettings(configDir string, m Mode, flows int) error {
 		}
 		return fmt.Errorf("save %s/%s: %w", configDir, configSteering, err)
 	}
+	networkPath := filepath.Join(configDir, configNetwork)
+	_, statErr = os.Stat(networkPath)
+	networkExisted := statErr == nil
 	err = uci.Update(configDir, configNetwork, func(p *uci.Package) error {
 		ref := ""
 		if s := p.Section("@globals[0]"); s != nil {
@@ -93,6 +96,9 @@ func persistSettings(configDir string, m Mode, flows int) error {
 	})
 	if err == nil {
 		return nil
+	}
+	if !networkExisted {
+		removeIfEmpty(networkPath)
 	}
 	err = fmt.Errorf("save %s/%s: %w", configDir, configNetwork, err)
 	undo := uci.Update(configDir, configSteering, func(p *uci.Package) error {
