@@ -485,3 +485,34 @@ func diskFullChild(t *testing.T, root string) {
 		t.Errorf("config files changed on a full disk")
 	}
 }
+
+func TestSetModeNetworkSaveFailsUndoesPacketSteering(t *testing.T) {
+	corruptNetwork := "config globals 'globals'\n\toption packet_steering '1\n"
+	root := configRoot(t, map[string]string{
+		"network":         corruptNetwork,
+		"packet_steering": "config globals 'globals'\n\toption mode 'legacy'\n\toption flows '8'\n",
+	})
+	e := NewEngine(root)
+	ctx := context.Background()
+	_, err := e.SetMode(ctx, SetModeRequest{Mode: ModeAll, Flows: intp(16), Persist: true})
+	if err == nil || !strings.Contains(err.Error(), "network") {
+		t.Fatalf("SetMode with a corrupt network file: %v, want a network save error", err)
+	}
+	ps := loadUCI(t, root, "packet_steering")
+	if m, _ := ps.Get("globals", "mode"); m != "legacy" {
+		t.Errorf("packet_steering mode %q after the failed save, want legacy back", m)
+	}
+	if f, _ := ps.Get("globals", "flows"); f != "8" {
+		t.Errorf("packet_steering flows %q after the failed save, want 8 back", f)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "etc/config/network")); string(b) != corruptNetwork {
+		t.Errorf("corrupt network file rewritten")
+	}
+	st, err := e.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Configured.Mode != ModeLegacy || st.LastApply != nil {
+		t.Errorf("live state changed: %+v, last apply %+v", st.Configured, st.LastApply)
+	}
+}
