@@ -128,8 +128,10 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // Run performs the sweep and always restores the original state before
 // it returns: after success, after an error and after ctx is cancelled.
-// The report is returned also with an error, holding what was measured
-// until then (Complete false) and how the restore went.
+// Once candidates were applied, the report is returned also with an
+// error, holding what was measured until then (Complete false) and how the
+// restore went; when nothing was applied (no candidates, Prepare failed)
+// the report is nil.
 func (s *Sweep) Run(ctx context.Context) (rep *Report, err error) {
 	sleep, now := s.Sleep, s.Now
 	if sleep == nil {
@@ -154,12 +156,13 @@ func (s *Sweep) Run(ctx context.Context) (rep *Report, err error) {
 		rep.Results[i].Candidate = c
 	}
 	if len(s.Candidates) == 0 {
-		return rep, errors.New("no candidates")
+		return nil, errors.New("no candidates")
 	}
 	prep, err := s.Steerer.Prepare(ctx, s.Candidates)
 	if err != nil {
-		return rep, fmt.Errorf("prepare: %w", err)
+		return nil, fmt.Errorf("prepare: %w", err)
 	}
+	started := now()
 	rep.Devices = prep.Devices
 	for i := range rep.Results {
 		if i < len(prep.Masks) {
@@ -184,11 +187,11 @@ func (s *Sweep) Run(ctx context.Context) (rep *Report, err error) {
 			s.progress("RESTORE FAILED: %v", rerr)
 		}
 		rep.Restore = res
+		rep.Seconds = now().Sub(started).Seconds()
 		rep.finish()
 	}()
 
 	runs := s.runs()
-	started := now()
 	var runTime time.Duration
 	var runCount int
 	left := func(cand, run int) time.Duration {
@@ -239,7 +242,6 @@ func (s *Sweep) Run(ctx context.Context) (rep *Report, err error) {
 		}
 	}
 	rep.Complete = true
-	rep.Seconds = now().Sub(started).Seconds()
 	return rep, nil
 }
 

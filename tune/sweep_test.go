@@ -259,8 +259,8 @@ func TestSweepPrepareErrorChangesNothing(t *testing.T) {
 	s, _, _, _ := newFakeSweep(t, "off")
 	fp := &failingPrepare{}
 	s.Steerer = fp
-	if _, err := s.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "eth9") {
-		t.Fatalf("err = %v", err)
+	if rep, err := s.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "eth9") || rep != nil {
+		t.Fatalf("report %v, err = %v", rep, err)
 	}
 	if len(fp.applied) != 0 || fp.restores != 0 {
 		t.Errorf("applied %v restores %d", fp.applied, fp.restores)
