@@ -24,7 +24,8 @@ func usagef(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, a...))
 }
 
-// Options are the command line of `packet-steering tune`.
+// Options are the command line of `packet-steering tune`; each field is
+// the flag of the same name (see ParseFlags and the help text).
 type Options struct {
 	Root string
 
@@ -241,7 +242,7 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st := NewEngine(eng, steering.NewFSWriter(o.Root))
+	st := NewMachine(eng, steering.NewFSWriter(o.Root))
 	sw := &Sweep{
 		Candidates: cands, Runs: o.Runs, Settle: o.Settle, Load: load, Steerer: st,
 		Counters: func() ([]CPUCounters, error) { return ReadCounters(o.Root) },

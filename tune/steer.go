@@ -11,10 +11,10 @@ import (
 	"github.com/packet-steering/packet-steering/steering"
 )
 
-// Engine is the real Steerer: it plans candidates with steering.NewPlan
+// Machine is the real Steerer: it plans candidates with steering.NewPlan
 // and writes them with steering.ApplyPlan, on the machine below one root.
 // It is not safe for concurrent use.
-type Engine struct {
+type Machine struct {
 	// Snapshot reads the machine (steering.Engine.Snapshot, which honours
 	// the engine's config dir).
 	Snapshot func(ctx context.Context) (*platform.Snapshot, error)
@@ -26,9 +26,9 @@ type Engine struct {
 	restore []steering.Action
 }
 
-// NewEngine returns the Steerer for a steering engine's machine.
-func NewEngine(e *steering.Engine, w steering.Writer) *Engine {
-	return &Engine{Snapshot: e.Snapshot, Writer: w}
+// NewMachine returns the Steerer for a steering engine's machine.
+func NewMachine(e *steering.Engine, w steering.Writer) *Machine {
+	return &Machine{Snapshot: e.Snapshot, Writer: w}
 }
 
 // knobKey identifies a knob across plans.
@@ -106,7 +106,7 @@ func planSetsRPS(p *steering.Plan, dev string) bool {
 // Prepare implements Steerer: one snapshot, every candidate planned on it,
 // and the restore plan: each knob any plan touches, with the value the
 // snapshot holds (the plans' Current).
-func (e *Engine) Prepare(ctx context.Context, cands []Candidate) (*Prepared, error) {
+func (e *Machine) Prepare(ctx context.Context, cands []Candidate) (*Prepared, error) {
 	snap, err := e.Snapshot(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the machine: %w", err)
@@ -224,7 +224,7 @@ func resultError(res *steering.Result) error {
 
 // Apply implements Steerer. A failed write is rolled back per device by
 // the applier and reported as an error.
-func (e *Engine) Apply(ctx context.Context, c Candidate) error {
+func (e *Machine) Apply(ctx context.Context, c Candidate) error {
 	p := e.plans[c.Name]
 	if p == nil || e.snap == nil {
 		return fmt.Errorf("candidate %s was not prepared", c.Name)
@@ -236,7 +236,7 @@ func (e *Engine) Apply(ctx context.Context, c Candidate) error {
 // its own (so that one knob that cannot be written does not hold back the
 // others, as a per-device rollback would), and then checks, with a dry run
 // against a fresh snapshot, that none differs.
-func (e *Engine) Restore(ctx context.Context) (RestoreResult, error) {
+func (e *Machine) Restore(ctx context.Context) (RestoreResult, error) {
 	if e.snap == nil {
 		return RestoreResult{}, nil
 	}

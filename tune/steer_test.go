@@ -98,7 +98,7 @@ func TestEngineApplyRestoreOnFixture(t *testing.T) {
 	root := buildPreset(t, "bcm53xx")
 	before := digest(t, root)
 	eng := steering.NewEngine(root)
-	st := NewEngine(eng, steering.NewFSWriter(root))
+	st := NewMachine(eng, steering.NewFSWriter(root))
 	cands := mustCandidates(t, "off;legacy;all;auto;eth0:2/br-lan:1;br-lan:2/eth0:0")
 	prep, err := st.Prepare(context.Background(), cands)
 	if err != nil {
@@ -145,7 +145,7 @@ func TestEngineApplyFailureThenRestore(t *testing.T) {
 	before := digest(t, root)
 	eng := steering.NewEngine(root)
 	w := &faultWriter{FSWriter: steering.NewFSWriter(root), failPath: "sys/class/net/eth0/queues/rx-2/rps_cpus"}
-	st := NewEngine(eng, w)
+	st := NewMachine(eng, w)
 	cands := mustCandidates(t, "legacy;eth0:e;auto")
 	if _, err := st.Prepare(context.Background(), cands); err != nil {
 		t.Fatal(err)
@@ -192,7 +192,7 @@ func TestSweepLoadErrorRestoresFixture(t *testing.T) {
 	root := buildPreset(t, "ipq807x")
 	before := digest(t, root)
 	eng := steering.NewEngine(root)
-	st := NewEngine(eng, steering.NewFSWriter(root))
+	st := NewMachine(eng, steering.NewFSWriter(root))
 	runs := 0
 	load := loadFunc(func(ctx context.Context, run int) (Measurement, error) {
 		runs++

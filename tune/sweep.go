@@ -9,7 +9,7 @@ import (
 )
 
 // Steerer is what the sweep needs from the steering engine. The real one
-// (Engine in this package) plans with the steering package and writes
+// (Machine in this package) plans with the steering package and writes
 // through its applier; tests use fakes.
 type Steerer interface {
 	// Prepare plans every candidate against the live machine and captures
