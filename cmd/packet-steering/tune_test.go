@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/packet-steering/packet-steering/platform/fixture"
 )
 
 func TestTuneRefusesWithoutTarget(t *testing.T) {
@@ -43,5 +46,40 @@ func TestTuneHelp(t *testing.T) {
 		if !strings.Contains(errb.String(), want) {
 			t.Errorf("help lacks %q", want)
 		}
+	}
+}
+
+func TestTuneListAndDurationLimitOnFixture(t *testing.T) {
+	if _, err := exec.LookPath("iperf3"); err != nil {
+		t.Skip("iperf3 not installed")
+	}
+	spec, ok := fixture.Preset("bcm53xx")
+	if !ok {
+		t.Fatal("no bcm53xx preset")
+	}
+	root := t.TempDir()
+	if err := fixture.Build(root, spec); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	env := &cliEnv{stdout: &out, stderr: &errb}
+	code := run(context.Background(), env, []string{"tune", "--root", root, "--target", "198.18.0.2", "--max-configs", "13", "--list"})
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	// The four modes, then seed 000's table for br-lan x eth0 on 2 CPUs.
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 13 || lines[0] != "1\toff" || lines[3] != "4\tauto" || lines[4] != "5\tbr-lan:0/eth0:0" {
+		t.Errorf("candidates:\n%s", out.String())
+	}
+	if !strings.Contains(errb.String(), "13 candidates x (settle 2s + 3 runs x 10.7s) = about 7m") {
+		t.Errorf("estimate not printed first:\n%s", errb.String())
+	}
+	// The same sweep does not fit in one minute: refused, nothing changed.
+	out.Reset()
+	errb.Reset()
+	code = run(context.Background(), env, []string{"tune", "--root", root, "--target", "198.18.0.2", "--max-configs", "13", "--max-duration", "1m"})
+	if code != 2 || !strings.Contains(errb.String(), "exceeds --max-duration") {
+		t.Errorf("exit %d, stderr %s", code, errb.String())
 	}
 }
