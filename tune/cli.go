@@ -133,7 +133,7 @@ func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
 	fs.StringVar(&o.Devices, "devices", "", "comma-separated devices whose RPS masks are varied (default: the steered ones)")
 	fs.IntVar(&o.MaxConfigs, "max-configs", 12, "at most this many candidates")
 	fs.StringVar(&o.Metric, "metric", string(MetricThroughput), "rank by throughput, loss (UDP) or retransmits (TCP)")
-	fs.DurationVar(&o.MaxDuration, "max-duration", 15*time.Minute, "refuse to start when the estimate is longer")
+	fs.DurationVar(&o.MaxDuration, "max-duration", 15*time.Minute, "refuse to start when the estimate is longer; stop (and restore) a sweep that runs longer")
 	fs.BoolVar(&o.JSON, "json", false, "print the report as JSON")
 	fs.BoolVar(&o.Save, "save", false, "persist and apply the recommendation in UCI after the restore")
 	fs.BoolVar(&o.List, "list", false, "print the candidates and the estimate, change nothing")
@@ -266,8 +266,16 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep, err := sw.Run(ctx)
+	// The limit holds while running too: a sweep that overruns it is
+	// stopped (and restored) rather than left to run on.
+	errLimit := fmt.Errorf("--max-duration %s reached", o.MaxDuration)
+	sctx, cancel := context.WithTimeoutCause(ctx, o.MaxDuration, errLimit)
+	rep, err := sw.Run(sctx)
+	cancel()
 	release()
+	if err != nil && errors.Is(context.Cause(sctx), errLimit) && ctx.Err() == nil {
+		err = fmt.Errorf("%w: %w", errLimit, err)
+	}
 	if rep != nil {
 		if werr := o.write(stdout, rep); werr != nil {
 			err = errors.Join(err, werr)

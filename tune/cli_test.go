@@ -1,11 +1,16 @@
 package tune
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/packet-steering/packet-steering/platform/fixture"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -97,4 +102,72 @@ func TestSaveRefusesTiesAndUnverifiedRestores(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fixtureWithCounters builds a preset root that also has the /proc files
+// ReadCounters needs, so the whole command runs on it.
+func fixtureWithCounters(t *testing.T, preset string) string {
+	t.Helper()
+	spec, ok := fixture.Preset(preset)
+	if !ok {
+		t.Fatalf("no preset %s", preset)
+	}
+	if spec.Files == nil {
+		spec.Files = map[string]string{}
+	}
+	spec.Files["proc/softirqs"] = "CPU0 CPU1\nNET_RX: 10 20\n"
+	spec.Files["proc/stat"] = "cpu 0 0 0 0 0 0 0 0\ncpu0 0 0 0 0 0 0 3 0\ncpu1 0 0 0 0 0 0 4 0\n"
+	root := t.TempDir()
+	if err := fixture.Build(root, spec); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func TestMainOnFixture(t *testing.T) {
+	root := fixtureWithCounters(t, "bcm53xx")
+	before := digest(t, root)
+	var out, errb bytes.Buffer
+	err := Main(context.Background(), []string{"--root", root, "--target", "198.18.0.2",
+		"--load", `echo "{\"bps\": $((PS_TUNE_RUN + 1))000000}"`, "--load-time", "100ms",
+		"--runs", "2", "--settle", "0s", "--candidates", "off;auto;eth0:2/br-lan:1", "--json"}, &out, &errb)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	var rep Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Complete || !rep.Restore.Verified || len(rep.Results) != 3 {
+		t.Fatalf("report: complete %v restore %+v results %d", rep.Complete, rep.Restore, len(rep.Results))
+	}
+	if r := rep.Results[2]; r.Throughput != (Summary{Median: 1.5e6, Min: 1e6, Max: 2e6, N: 2}) || r.Unit != UnitBPS {
+		t.Errorf("throughput %+v %s", r.Throughput, r.Unit)
+	}
+	// Every candidate measured the same: all tied, auto kept.
+	if rep.Recommendation.Candidate != "auto" || !rep.Recommendation.Clear {
+		t.Errorf("recommendation %+v", rep.Recommendation)
+	}
+	diffDigest(t, before, digest(t, root))
+}
+
+func TestMainStopsAtMaxDuration(t *testing.T) {
+	root := fixtureWithCounters(t, "bcm53xx")
+	before := digest(t, root)
+	var out, errb bytes.Buffer
+	start := time.Now()
+	// The command claims 100ms per run but takes 30s: the limit stops it.
+	err := Main(context.Background(), []string{"--root", root, "--target", "198.18.0.2",
+		"--load", "sleep 30; echo 1", "--load-time", "100ms", "--runs", "1", "--settle", "0s",
+		"--candidates", "off;eth0:2", "--max-duration", "1s"}, &out, &errb)
+	if err == nil || !strings.Contains(err.Error(), "--max-duration 1s reached") {
+		t.Fatalf("err = %v\n%s", err, errb.String())
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Errorf("took %v", time.Since(start))
+	}
+	if !strings.Contains(out.String(), "restore: ") || !strings.Contains(out.String(), "did not complete") {
+		t.Errorf("partial table missing:\n%s", out.String())
+	}
+	diffDigest(t, before, digest(t, root))
 }
