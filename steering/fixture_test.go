@@ -155,11 +155,13 @@ func presetCases() map[string]presetCase {
 	ipq807xAuto := lines(rx("eth0", 4, is("0")), tx("eth0", 4, cpuOf(same)), rx("wlan0", 1, is("1")),
 		threads(300, "eth0", 257, 4, listOf(same)), irqs(60, "edma_rxdesc_%d", 4, cpuOf(same)))
 
-	ipq40xxLegacy := lines(rx("eth0", 4, cpuOf(next4)), rx("wlan0", 1, is("1")), rx("wlan1", 1, is("2")),
+	// wlan0 RPS -> CPU0 (all idle); wlan1 with loads [.75 0 0 0]: musl's
+	// qsort orders the CPUs 2 1 3 0, so CPU2.
+	ipq40xxLegacy := lines(rx("eth0", 4, cpuOf(next4)), rx("wlan0", 1, is("1")), rx("wlan1", 1, is("4")),
 		threads(280, "eth0", 257, 4, listOf(same)))
 
 	// mt7621 (cores 0,0,1,1): eth0 NAPI -> CPU0 [1 .75 0 0]; eth0 RPS ->
-	// CPU2 [1 .75 .75 .5625]; bias [3 2.25 .75 .5625]; wlan0 (phy0, 3
+	// CPU2 (musl order 2 3 1 0) [1 .75 .75 .5625]; bias [3 2.25 .75 .5625]; wlan0 (phy0, 3
 	// threads) NAPI -> CPU3 [3 2.25 1.5 1.5625], RPS -> CPU2
 	// [3 2.25 2.25 2.125]; wlan1 (no threads) RPS -> CPU3.
 	mtLegacy := lines(rx("eth0", 1, is("4")), rx("wlan0", 1, is("4")), rx("wlan1", 1, is("8")),
@@ -176,8 +178,9 @@ func presetCases() map[string]presetCase {
 		return lines(rx("eth0", 4, is(mask)), rx("eth1", 4, is(mask)), rx("eth2", 4, is(mask)))
 	}
 
-	// x86-8: no threads: eth0 all queues CPU0, eth1 all queues CPU1.
-	x86Legacy := lines(rx("eth0", 8, is("1")), rx("eth1", 8, is("2")))
+	// x86-8: no threads: eth0 all queues CPU0; eth1 with loads
+	// [.75 0 0 0 0 0 0 0], which musl orders 2 1 4 3 7 5 6 0: CPU2.
+	x86Legacy := lines(rx("eth0", 8, is("1")), rx("eth1", 8, is("4")))
 	x86Auto := lines(rx("eth0", 8, is("0")), tx("eth0", 8, cpuOf(same)), rx("eth1", 8, is("0")), tx("eth1", 8, cpuOf(same)),
 		irqs(125, "eth0-TxRx-%d", 8, cpuOf(same)), irqs(134, "eth1-TxRx-%d", 8, cpuOf(same)))
 	x86tLegacy := lines(rx("eth0", 8, cpuOf(next8)), rx("eth1", 8, cpuOf(next8)),
@@ -189,11 +192,12 @@ func presetCases() map[string]presetCase {
 	// server-48: eth0 48 queues, 48 threads (PIDs 90..137): thread i on CPU
 	// i, RPS i -> i+1 with comma-grouped masks; eth1 (2 queues, no threads)
 	// single-queue branch -> CPU0. Auto: rss on eth0; eth1 spread per queue
-	// (CPU0, then CPU1: CPU0 loaded 1, its sibling CPU24 0.75).
+	// (CPU0; then CPU0 loaded 1 and its sibling CPU24 0.75, which musl
+	// orders 2 1 4 3 ...: CPU2).
 	srvLegacy := lines(rx("eth0", 48, cpuOf(next48)), rx("eth1", 2, is("1")), threads(90, "eth0", 8193, 48, listOf(same)))
 	srvAll := lines(rx("eth0", 48, cpuOf(next48)), rx("eth1", 2, is("ffff,ffffffff")), threads(90, "eth0", 8193, 48, listOf(same)))
 	srvOff := lines(rx("eth0", 48, is("0")), rx("eth1", 2, is("0")), threads(90, "eth0", 8193, 48, is("0-47")))
-	srvAuto := lines(rx("eth0", 48, is("0")), tx("eth0", 48, cpuOf(same)), rx("eth1", 2, cpuOf(same)),
+	srvAuto := lines(rx("eth0", 48, is("0")), tx("eth0", 48, cpuOf(same)), rx("eth1", 2, cpuOf(func(q int) int { return 2 * q })),
 		threads(90, "eth0", 8193, 48, listOf(same)), irqs(201, "ice-eth0-TxRx-%d", 48, cpuOf(same)))
 
 	stock := func(off, legacy, all []string) (map[Mode]string, map[Mode][]string) {

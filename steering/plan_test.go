@@ -103,7 +103,7 @@ func TestAutoNorthstarSeed000(t *testing.T) {
 func TestLegacyMT7621(t *testing.T) {
 	s := mt7621().snap()
 	// Loads by hand (cores 0,0,1,1; sibling weight 0.75):
-	// eth0 NAPI -> CPU0 [1 .75 0 0]; eth0 RPS -> CPU2 (tie 2/3, lowest)
+	// eth0 NAPI -> CPU0 [1 .75 0 0]; eth0 RPS -> CPU2 (tie 2/3; musl orders 2 3 1 0)
 	// [1 .75 .75 .5625]; eth bias on CPU0 [3 2.25 .75 .5625];
 	// phy0 NAPI -> CPU3 [3 2.25 1.5 1.5625]; phy0 RPS -> CPU2
 	// [3 2.25 2.25 2.125]; phy1 NAPI -> CPU3 [3 2.25 3 3.125];
@@ -150,11 +150,12 @@ func TestX86EightFunnelFixed(t *testing.T) {
 	var legacy, auto []string
 	for q := 0; q < 8; q++ {
 		// Stock: no threads, so the single-queue branch: every queue of
-		// eth0 on CPU0, every queue of eth1 on CPU1 (platforms.md).
+		// eth0 on CPU0 (platforms.md), every queue of eth1 on one CPU too:
+		// loads [.75 0 0 0 0 0 0 0], musl's qsort orders 2 1 4 3 7 5 6 0.
 		legacy = append(legacy, fmt.Sprintf("rps_cpus eth0/rx-%d 1", q), fmt.Sprintf("rps_flow_cnt eth0/rx-%d 0", q))
 	}
 	for q := 0; q < 8; q++ {
-		legacy = append(legacy, fmt.Sprintf("rps_cpus eth1/rx-%d 2", q), fmt.Sprintf("rps_flow_cnt eth1/rx-%d 0", q))
+		legacy = append(legacy, fmt.Sprintf("rps_cpus eth1/rx-%d 4", q), fmt.Sprintf("rps_flow_cnt eth1/rx-%d 0", q))
 	}
 	sameLines(t, "legacy", render(plan(t, s, ModeLegacy).Actions), legacy)
 
@@ -320,10 +321,11 @@ func TestAutoNoFunnelFewQueues(t *testing.T) {
 		"rps_cpus eth0/rx-0 1", "rps_flow_cnt eth0/rx-0 0",
 		"rps_cpus eth0/rx-1 1", "rps_flow_cnt eth0/rx-1 0",
 	})
+	// Auto: per queue, CPU0 then (loads [1 0 0 0], musl order 2 1 3 0) CPU2.
 	p := plan(t, m.snap(), ModeAuto)
 	sameLines(t, "auto", render(p.Actions), []string{
 		"rps_cpus eth0/rx-0 1", "rps_flow_cnt eth0/rx-0 0",
-		"rps_cpus eth0/rx-1 2", "rps_flow_cnt eth0/rx-1 0",
+		"rps_cpus eth0/rx-1 4", "rps_flow_cnt eth0/rx-1 0",
 	})
 	if p.Policy != PolicyLegacy || !hasHint(p, HintNoEvidence) {
 		t.Errorf("policy %q hints %v", p.Policy, hintIDs(p))
