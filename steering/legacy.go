@@ -142,10 +142,15 @@ type stockRun struct {
 // CPU (online or not) when onlineOnly is false, else the online ones.
 func stockCPUs(s *platform.Snapshot, onlineOnly bool) []*stockCPU {
 	var out []*stockCPU
+	seen := map[int]bool{}
 	for _, c := range s.CPUs {
 		if onlineOnly && !c.Online {
 			continue
 		}
+		if c.ID < 0 || c.ID >= MaxCPUs || seen[c.ID] {
+			continue // not a CPU the kernel could have; a snapshot may be hand-made
+		}
+		seen[c.ID] = true
 		core := c.Core
 		if core < 0 {
 			core = 0

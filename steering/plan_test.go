@@ -623,3 +623,44 @@ func TestPlanGrowthLinear(t *testing.T) {
 		}
 	}
 }
+
+// FuzzNewPlan: any snapshot JSON either fails to decode or plans without
+// panicking, every mode, with well-formed values.
+func FuzzNewPlan(f *testing.F) {
+	for _, m := range []*machine{northstar(), mt7621(), ipq807x(), newMachine(3)} {
+		raw, err := json.Marshal(m.snap())
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(raw)
+	}
+	f.Add([]byte(`{"cpus":[{"id":-1,"online":true},{"id":-1},{"id":5,"core":-7,"online":true}],"devices":[{"name":"x","bus_device":"b","rx_queues":[{"index":-3,"name":"rx-"}],"tx_queues":[{"index":-1,"name":"tx-9"}]}],"irqs":[{"number":1,"device":"x","queue":-2},{"number":2,"device":"x","queue":7}],"napi_threads":[{"pid":0,"name":"napi/x-99999999999999999999"}]}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var s platform.Snapshot
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return
+		}
+		for _, mode := range Modes {
+			p, err := NewPlan(&s, PlanRequest{Mode: mode})
+			if err != nil {
+				t.Fatalf("%s: %v", mode, err)
+			}
+			for _, a := range p.Actions {
+				var err error
+				switch a.Kind {
+				case KindRPSCPUs, KindXPSCPUs, KindIRQAffinity:
+					_, err = ParseMask(a.Value)
+				case KindNAPIAffinity:
+					var set CPUSet
+					set, err = ParseList(a.Value)
+					if err == nil && set.IsEmpty() {
+						err = errors.New("empty affinity")
+					}
+				}
+				if err != nil {
+					t.Fatalf("%s: %s %s value %q: %v", mode, a.Kind, a.Target(), a.Value, err)
+				}
+			}
+		}
+	})
+}
