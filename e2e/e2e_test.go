@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,21 +18,51 @@ import (
 	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
 )
 
-// The veths. Their NAPI threads are visible host-wide by name, so the names
-// are ones no host uses. The ...0 ends are named in the config (managed);
-// the ...1 peers are not, and must never be touched.
-const (
-	devA    = "h5a0" // custom overrides: RPS on CPU 1, NAPI threads on CPU 1
-	devB    = "h5b0" // named only: follows the mode's rules
-	devHot  = "h5c0" // created later, for the hotplug event; overrides: RPS CPU 0, NAPI CPU 0
-	queues  = 4
-	hotWait = time.Second // the hotplug apply must land within this
-)
+// queues is the rx and tx queue count of every veth.
+const queues = 4
 
-var (
-	managed   = []string{devA, devB}
-	unmanaged = []string{"h5a1", "h5b1"}
-)
+// hotWait bounds the time from the hotplug event to the applied knobs.
+const hotWait = time.Second
+
+// devNames are the veths of one run. NAPI threads are named
+// napi/<dev>-<id> host-wide (and the kernel keeps only 15 bytes of a
+// thread's name), so the names are short and chosen per run so that two
+// runs at once (or a host device) never share a thread name.
+type devNames struct {
+	devA   string // named in the config, with custom overrides: RPS CPU 1, NAPI CPU 1
+	devB   string // named only: follows the mode's rules
+	devHot string // created later for the hotplug event; overrides: RPS CPU 0, NAPI CPU 0
+	// The peers are named nowhere: they must never be touched.
+	peerA, peerB, peerHot string
+}
+
+// pickNames chooses "h" + two random characters + a role letter, such that
+// no NAPI thread on the host starts with that prefix yet.
+func pickNames(t *testing.T) devNames {
+	t.Helper()
+	const chars = "abcdefghijklmnopqrstuvwxyz0123456789"
+	for try := 0; try < 50; try++ {
+		var b [2]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			t.Fatal(err)
+		}
+		p := "h" + string(chars[int(b[0])%len(chars)]) + string(chars[int(b[1])%len(chars)])
+		used := false
+		for _, role := range "abcxyz" {
+			if pids, err := netnstest.NAPIThreads(p+string(role), 0); err != nil || len(pids) > 0 {
+				used = true
+			}
+		}
+		if !used {
+			return devNames{devA: p + "a", devB: p + "b", devHot: p + "c", peerA: p + "x", peerB: p + "y", peerHot: p + "z"}
+		}
+	}
+	t.Fatal("no free veth name prefix")
+	return devNames{}
+}
+
+func (n devNames) managed() []string   { return []string{n.devA, n.devB} }
+func (n devNames) unmanaged() []string { return []string{n.peerA, n.peerB} }
 
 const networkConfig = `config interface 'loopback'
 	option device 'lo'
@@ -51,23 +82,27 @@ const firewallConfig = `config defaults
 	option flow_offloading '0'
 `
 
-const steeringConfig = `config globals 'globals'
+// steeringConfig names the managed devices (the hotplug one too, before
+// it exists).
+func steeringConfig(n devNames) string {
+	return fmt.Sprintf(`config globals 'globals'
 	option mode 'auto'
 	option flows '0'
 
 config device
-	option name 'h5a0'
+	option name '%s'
 	option rps_cpus '2'
 	option napi_cpus '1'
 
 config device
-	option name 'h5b0'
+	option name '%s'
 
 config device
-	option name 'h5c0'
+	option name '%s'
 	option rps_cpus '1'
 	option napi_cpus '0'
-`
+`, n.devA, n.devB, n.devHot)
+}
 
 // TestRouterLifecycle drives the real binary as a router would, on real
 // veths with threaded NAPI: set_mode through ubus in every mode that reads
@@ -89,21 +124,33 @@ func TestRouterLifecycle(t *testing.T) {
 	if runtime.NumCPU() < 2 || runtime.NumCPU() > 64 {
 		t.Skipf("needs 2..64 CPUs (steering manages nothing on one), have %d", runtime.NumCPU())
 	}
+	// net.core.rps_sock_flow_entries exists in the initial network
+	// namespace only; a non-zero flows must not reach the host's.
+	const sockFlows = "/proc/sys/net/core/rps_sock_flow_entries"
+	hostSockFlows, err := os.ReadFile(sockFlows)
+	if err != nil {
+		t.Skipf("read %s: %v", sockFlows, err)
+	}
+	t.Cleanup(func() {
+		if now, err := os.ReadFile(sockFlows); err != nil || string(now) != string(hostSockFlows) {
+			t.Errorf("host %s changed: %q -> %q (%v)", sockFlows, hostSockFlows, now, err)
+		}
+	})
 	began := time.Now()
 	r := setup(t)
+	if _, err := r.ns.Exec("test", "-e", sockFlows); err == nil {
+		t.Skipf("%s is visible inside the namespace: a flows test would change the host's", sockFlows)
+	}
 	t.Logf("setup (build, namespace, daemon start): %v", time.Since(began).Round(time.Millisecond))
 
-	baseline, err := r.readDevs(unmanaged...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	baseline := r.baseline
 	checkUnmanaged := func(step string) {
 		t.Helper()
-		now, err := r.readDevs(unmanaged...)
+		now, err := r.readDevs(r.unmanaged()...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, d := range unmanaged {
+		for _, d := range r.unmanaged() {
 			if fmt.Sprint(*now[d]) != fmt.Sprint(*baseline[d]) {
 				t.Errorf("%s: unmanaged %s changed: %+v -> %+v", step, d, *baseline[d], *now[d])
 			}
@@ -111,7 +158,7 @@ func TestRouterLifecycle(t *testing.T) {
 	}
 
 	t.Run("set_mode", func(t *testing.T) {
-		for _, step := range modeSteps(r.cpus) {
+		for _, step := range r.modeSteps() {
 			r.setMode(t, step.mode, step.flows, true)
 			r.checkMode(t, step.mode, step.flows, step.want)
 			r.checkUCI(t, step.mode, step.flows)
@@ -125,18 +172,18 @@ func TestRouterLifecycle(t *testing.T) {
 	t.Run("restart", func(t *testing.T) {
 		// A live-only change: the kernel follows, the files do not.
 		r.setMode(t, "off", 0, false)
-		r.checkMode(t, "off", 0, offWant(r.cpus))
+		r.checkMode(t, "off", 0, r.offWant())
 		r.checkUCI(t, "custom", 0)
 
 		r.daemon.stop(t)
 		// Perturb while it is down (the live-only off already left every
 		// knob away from custom): one RPS mask and one thread's affinity.
-		r.ns.MustExec(t, "sh", "-c", "echo 1 > /sys/class/net/"+devB+"/queues/rx-1/rps_cpus")
-		st, err := r.readDevs(devB)
+		r.ns.MustExec(t, "sh", "-c", "echo 1 > /sys/class/net/"+r.devB+"/queues/rx-1/rps_cpus")
+		st, err := r.readDevs(r.devB)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := setNAPIAffinity(st[devB].napi[0].pid, allCPUs(r.cpus)&^1); err != nil {
+		if err := setNAPIAffinity(st[r.devB].napi[0].pid, allCPUs(r.cpus)&^1); err != nil {
 			t.Fatal(err)
 		}
 
@@ -145,13 +192,13 @@ func TestRouterLifecycle(t *testing.T) {
 		status := r.waitServing(t)
 		t.Logf("restart to serving: %v", time.Since(start).Round(time.Millisecond))
 		if status.Mode != "custom" || status.Configured.Source != "packet_steering" || !status.InSync {
-			t.Errorf("after restart: mode %s (source %s), in sync %v; want the persisted custom, in sync",
-				status.Mode, status.Configured.Source, status.InSync)
+			t.Errorf("after restart: mode %s (source %s), in sync %v; want the persisted custom, in sync%s",
+				status.Mode, status.Configured.Source, status.InSync, r.outOfSync())
 		}
 		if status.LastApply.Changed == 0 || status.LastApply.Failed != 0 {
 			t.Errorf("start apply changed %d, failed %d; want the perturbed knobs restored", status.LastApply.Changed, status.LastApply.Failed)
 		}
-		r.checkKernel(t, "custom after restart", customWant(r.cpus))
+		r.checkKernel(t, "custom after restart", r.customWant())
 		r.checkUCI(t, "custom", 0)
 		checkUnmanaged("restart")
 	})
@@ -190,7 +237,7 @@ func setup(t *testing.T) *router {
 			t.Errorf("remove %s: %v", root, err)
 		}
 	})
-	r := &router{top: t, root: root, cpus: runtime.NumCPU(),
+	r := &router{top: t, devNames: pickNames(t), root: root, cpus: runtime.NumCPU(),
 		bin:  filepath.Join(root, "usr", "bin", "packet-steering"),
 		sock: filepath.Join(root, "var", "run", "ubus", "ubus.sock")}
 	if len(r.sock) > 100 {
@@ -199,7 +246,7 @@ func setup(t *testing.T) *router {
 	writeFiles(t, root, map[string]string{
 		"etc/config/network":         networkConfig,
 		"etc/config/firewall":        firewallConfig,
-		"etc/config/packet_steering": steeringConfig,
+		"etc/config/packet_steering": steeringConfig(r.devNames),
 		"etc/openwrt_release":        "DISTRIB_ID='OpenWrt'\nDISTRIB_TARGET='x86/64'\n",
 	})
 	for _, d := range []string{"sys", "proc", "tmp", "var/lock", "var/run/ubus", "usr/bin"} {
@@ -216,11 +263,11 @@ func setup(t *testing.T) *router {
 	}
 
 	r.ns = netnstest.New(t, "h5")
-	for i, dev := range managed {
-		r.ns.AddVeth(t, netnstest.Veth{Name: dev, Peer: unmanaged[i], Queues: queues, Threaded: true,
+	for i, dev := range r.managed() {
+		r.ns.AddVeth(t, netnstest.Veth{Name: dev, Peer: r.unmanaged()[i], Queues: queues, Threaded: true,
 			Addr: fmt.Sprintf("198.18.50.%d/30", 4*i+1), PeerAddr: fmt.Sprintf("198.18.50.%d/30", 4*i+2)})
 	}
-	for _, dev := range append(append([]string{}, managed...), unmanaged...) {
+	for _, dev := range append(r.managed(), r.unmanaged()...) {
 		if pids, err := netnstest.NAPIThreads(dev, queues); err != nil || len(pids) != queues {
 			t.Fatalf("NAPI threads of %s: %v %v", dev, pids, err)
 		}
@@ -242,11 +289,16 @@ func setup(t *testing.T) *router {
 	}
 	t.Cleanup(func() { r.conn.Close() })
 
+	// The peers as the kernel made them, before any daemon ran.
+	if r.baseline, err = r.readDevs(r.unmanaged()...); err != nil {
+		t.Fatal(err)
+	}
 	r.startDaemon(t)
 	st := r.waitServing(t)
+	r.checkKernel(t, "first start", map[string]expect{r.devA: autoWant(r.cpus, 0), r.devB: autoWant(r.cpus, 0)})
 	if st.Mode != "auto" || st.Configured.Source != "packet_steering" || !st.InSync {
-		t.Fatalf("first start: mode %s (source %s), in sync %v; want auto from packet_steering, in sync",
-			st.Mode, st.Configured.Source, st.InSync)
+		t.Fatalf("first start: mode %s (source %s), in sync %v, last apply %+v; want auto from packet_steering, in sync%s\n%s",
+			st.Mode, st.Configured.Source, st.InSync, *st.LastApply, r.outOfSync(), r.daemon.out.String())
 	}
 	return r
 }
@@ -259,9 +311,9 @@ type modeStep struct {
 	want  map[string]expect
 }
 
-func offWant(cpus int) map[string]expect {
-	off := expect{rps: repeat[uint64](0, queues), flows: repeat(0, queues), napi: repeat(allCPUs(cpus), queues)}
-	return map[string]expect{devA: off, devB: off}
+func (r *router) offWant() map[string]expect {
+	off := expect{rps: repeat[uint64](0, queues), flows: repeat(0, queues), napi: repeat(allCPUs(r.cpus), queues)}
+	return map[string]expect{r.devA: off, r.devB: off}
 }
 
 // autoWant: a queue per CPU or more is RSS (steering's rss-per-cpu rule):
@@ -272,20 +324,20 @@ func autoWant(cpus, flows int) expect {
 }
 
 // customWant: auto, with devA's overrides (RPS mask 2, threads on CPU 1).
-func customWant(cpus int) map[string]expect {
-	a := autoWant(cpus, 0)
+func (r *router) customWant() map[string]expect {
+	a := autoWant(r.cpus, 0)
 	a.rps = repeat[uint64](2, queues)
 	a.napi = repeat[uint64](2, queues)
-	return map[string]expect{devA: a, devB: autoWant(cpus, 0)}
+	return map[string]expect{r.devA: a, r.devB: autoWant(r.cpus, 0)}
 }
 
-func modeSteps(cpus int) []modeStep {
+func (r *router) modeSteps() []modeStep {
 	legacy := expect{flows: repeat(0, queues), rpsAwayFromNAPI: true}
 	return []modeStep{
-		{"legacy", 0, map[string]expect{devA: legacy, devB: legacy}},
-		{"off", 0, offWant(cpus)},
-		{"auto", 32, map[string]expect{devA: autoWant(cpus, 32), devB: autoWant(cpus, 32)}},
-		{"custom", 0, customWant(cpus)},
+		{"legacy", 0, map[string]expect{r.devA: legacy, r.devB: legacy}},
+		{"off", 0, r.offWant()},
+		{"auto", 32, map[string]expect{r.devA: autoWant(r.cpus, 32), r.devB: autoWant(r.cpus, 32)}},
+		{"custom", 0, r.customWant()},
 	}
 }
 
@@ -312,7 +364,7 @@ func (r *router) checkMode(t *testing.T, mode string, flows int, want map[string
 		t.Fatal(err)
 	}
 	if st.Mode != mode || st.Configured.Flows != flows || !st.InSync {
-		t.Errorf("%s: status mode %s flows %d in sync %v", mode, st.Mode, st.Configured.Flows, st.InSync)
+		t.Errorf("%s: status mode %s flows %d in sync %v%s", mode, st.Mode, st.Configured.Flows, st.InSync, r.outOfSync())
 	}
 	r.checkKernel(t, mode, want)
 	var rep applyReply
@@ -381,19 +433,19 @@ func (r *router) checkUCI(t *testing.T, mode string, flows int) {
 // with a `ubus` stand-in that forwards to `packet-steering call`; the new
 // device's knobs must be applied within a second of the event.
 func (r *router) hotplug(t *testing.T) {
-	r.ns.AddVeth(t, netnstest.Veth{Name: devHot, Peer: "h5c1", Queues: queues, Threaded: true})
-	if pids, err := netnstest.NAPIThreads(devHot, queues); err != nil || len(pids) != queues {
-		t.Fatalf("NAPI threads of %s: %v %v", devHot, pids, err)
+	r.ns.AddVeth(t, netnstest.Veth{Name: r.devHot, Peer: r.peerHot, Queues: queues, Threaded: true})
+	if pids, err := netnstest.NAPIThreads(r.devHot, queues); err != nil || len(pids) != queues {
+		t.Fatalf("NAPI threads of %s: %v %v", r.devHot, pids, err)
 	}
 	want := autoWant(r.cpus, 0)
 	want.rps = repeat[uint64](1, queues)
 	want.napi = repeat[uint64](1, queues)
-	before, err := r.readDevs(devHot)
+	before, err := r.readDevs(r.devHot)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(want.check(devHot, before[devHot], r.cpus)) == 0 {
-		t.Fatalf("%s already holds the wanted state before the event: the check could not fail", devHot)
+	if len(want.check(r.devHot, before[r.devHot], r.cpus)) == 0 {
+		t.Fatalf("%s already holds the wanted state before the event: the check could not fail", r.devHot)
 	}
 
 	dir := t.TempDir()
@@ -433,7 +485,7 @@ exit 1
 	cmd := exec.CommandContext(ctx, "sh", "-c", `( . "$1" )`, "hotplug-call", script)
 	cmd.Env = []string{
 		"PATH=" + filepath.Join(dir, "bin") + ":/usr/sbin:/usr/bin:/sbin:/bin",
-		"ACTION=add", "DEVICENAME=" + devHot, "INTERFACE=" + devHot,
+		"ACTION=add", "DEVICENAME=" + r.devHot, "INTERFACE=" + r.devHot,
 		"IPKG_INSTROOT=" + filepath.Join(dir, "instroot"),
 	}
 
@@ -445,24 +497,24 @@ exit 1
 	}
 	var last *devState
 	for {
-		state, err := r.readDevs(devHot)
+		state, err := r.readDevs(r.devHot)
 		if err != nil {
 			t.Fatal(err)
 		}
-		last = state[devHot]
-		if len(want.check(devHot, last, r.cpus)) == 0 {
+		last = state[r.devHot]
+		if len(want.check(r.devHot, last, r.cpus)) == 0 {
 			break
 		}
 		if time.Since(event) > hotWait {
 			rec, _ := os.ReadFile(calls)
-			t.Fatalf("%s not applied within %v of the event: %v\ncalls:\n%s\ndaemon:\n%s", devHot, hotWait,
-				want.check(devHot, last, r.cpus), rec, r.daemon.out.String())
+			t.Fatalf("%s not applied within %v of the event: %v\ncalls:\n%s\ndaemon:\n%s", r.devHot, hotWait,
+				want.check(r.devHot, last, r.cpus), rec, r.daemon.out.String())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("hotplug: script ran %v, knobs applied within %v of the event",
 		scriptTime.Round(time.Millisecond), time.Since(event).Round(time.Millisecond))
-	for _, e := range r.checkAgainstDaemon(devHot, last) {
+	for _, e := range r.checkAgainstDaemon(r.devHot, last) {
 		t.Error(e)
 	}
 
@@ -471,7 +523,7 @@ exit 1
 		t.Fatal(err)
 	}
 	rec := string(b)
-	wantCall := `ubus -t 2 call packet_steering apply {"device":"` + devHot + `","reason":"hotplug"}`
+	wantCall := `ubus -t 2 call packet_steering apply {"device":"` + r.devHot + `","reason":"hotplug"}`
 	if !strings.Contains(rec, wantCall) || strings.Contains(rec, "packet-steering ") || strings.Contains(rec, "logger ") {
 		t.Errorf("hotplug calls:\n%swant %s and no one-shot fallback", rec, wantCall)
 	}
@@ -480,9 +532,9 @@ exit 1
 		t.Fatal(err)
 	}
 	if st.LastApply == nil || st.LastApply.Reason != "hotplug" || !st.InSync {
-		t.Errorf("after hotplug: last apply %+v, in sync %v", st.LastApply, st.InSync)
+		t.Errorf("after hotplug: last apply %+v, in sync %v%s", st.LastApply, st.InSync, r.outOfSync())
 	}
-	r.checkKernel(t, "others after hotplug", customWant(r.cpus))
+	r.checkKernel(t, "others after hotplug", r.customWant())
 }
 
 // racingSetMode has two ubus clients call set_mode (persist) at the same
@@ -529,9 +581,9 @@ func (r *router) racingSetMode(t *testing.T) {
 		t.Fatalf("after the race the file holds mode %q, not one of the requests", final)
 	}
 	r.checkUCI(t, final, 0)
-	want := offWant(r.cpus)
+	want := r.offWant()
 	if final == "legacy" {
-		want = modeSteps(r.cpus)[0].want
+		want = r.modeSteps()[0].want
 	}
 	r.checkMode(t, final, 0, want)
 	t.Logf("race ended in %s", final)
@@ -559,7 +611,7 @@ func (r *router) corruptConfig(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	kernelBefore, err := r.readDevs(managed...)
+	kernelBefore, err := r.readDevs(r.managed()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -612,7 +664,7 @@ func (r *router) readOnlyConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kernelBefore, err := r.readDevs(managed...)
+	kernelBefore, err := r.readDevs(r.managed()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -644,11 +696,11 @@ func (r *router) readOnlyConfig(t *testing.T) {
 // checkUnchanged requires the managed devices' kernel state to equal before.
 func (r *router) checkUnchanged(t *testing.T, step string, before map[string]*devState) {
 	t.Helper()
-	now, err := r.readDevs(managed...)
+	now, err := r.readDevs(r.managed()...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range managed {
+	for _, d := range r.managed() {
 		if fmt.Sprint(*now[d]) != fmt.Sprint(*before[d]) {
 			t.Errorf("%s: kernel state of %s changed: %+v -> %+v", step, d, *before[d], *now[d])
 		}

@@ -33,7 +33,8 @@ const callTimeout = 10 * time.Second
 // socket), the broker and a connection to it.
 type router struct {
 	// top is the whole test: processes started in a subtest outlive it.
-	top  *testing.T
+	top *testing.T
+	devNames
 	ns   *netnstest.NS
 	root string // host path of the daemon's chroot
 	bin  string // host path of the binary (root/usr/bin/packet-steering)
@@ -42,6 +43,8 @@ type router struct {
 	cpus int // online CPUs
 
 	daemon *daemonProc
+	// baseline is the unmanaged peers' state before the first daemon ran.
+	baseline map[string]*devState
 }
 
 // configDir is the host path of the daemon's /etc/config.
@@ -134,7 +137,7 @@ func (d *daemonProc) stop(t *testing.T) {
 }
 
 // waitServing waits until the daemon's object is registered and its start
-// apply is recorded, and returns the status it then reports.
+// apply is recorded, and returns a status read after that apply.
 func (r *router) waitServing(t *testing.T) status {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -147,6 +150,14 @@ func (r *router) waitServing(t *testing.T) status {
 		}
 		st, err := r.status()
 		if err == nil && st.LastApply != nil && st.LastApply.Reason == "start" {
+			// A status read while the start apply ran can already
+			// name it as the last apply while its in_sync comes
+			// from the machine read before the apply finished
+			// (steering.Engine.Status reads lastApply last). The
+			// next status starts after the apply finished.
+			if st, err = r.status(); err != nil {
+				t.Fatal(err)
+			}
 			return st
 		}
 		last = err
@@ -212,6 +223,16 @@ type applyReply struct {
 	Changed   []json.RawMessage `json:"changed"`
 	Unchanged int               `json:"unchanged"`
 	Failed    []json.RawMessage `json:"failed"`
+}
+
+// outOfSync describes, for a failure message, what a dry-run apply would
+// change now: the knobs whose live value differs from the plan.
+func (r *router) outOfSync() string {
+	var rep applyReply
+	if err := r.call("apply", `{"dry_run":true,"reason":"e2e diagnosis"}`, &rep); err != nil {
+		return fmt.Sprintf(" (dry-run apply: %v)", err)
+	}
+	return fmt.Sprintf(" (a dry-run apply now would change %s)", rep.Changed)
 }
 
 // queues returns get_queues for one device.
