@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,8 @@ import (
 	"github.com/packet-steering/packet-steering/internal/netnstest"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
+	"github.com/packet-steering/packet-steering/internal/uci"
+	"github.com/packet-steering/packet-steering/ubusobj"
 )
 
 // queues is the rx and tx queue count of every veth.
@@ -489,6 +492,7 @@ exit 1
 		"IPKG_INSTROOT=" + filepath.Join(dir, "instroot"),
 	}
 
+	events := r.listenApplied(t)
 	event := time.Now()
 	out, err := cmd.CombinedOutput()
 	scriptTime := time.Since(event)
@@ -514,6 +518,14 @@ exit 1
 	}
 	t.Logf("hotplug: script ran %v, knobs applied within %v of the event",
 		scriptTime.Round(time.Millisecond), time.Since(event).Round(time.Millisecond))
+	select {
+	case ev := <-events:
+		if ev["reason"] != "hotplug" || fmt.Sprint(ev["changed"]) == "0" {
+			t.Errorf("applied event %v, want reason hotplug with changes", ev)
+		}
+	case <-time.After(time.Until(event.Add(hotWait))):
+		t.Errorf("no %s event within %v of the hotplug event", ubusobj.EventApplied, hotWait)
+	}
 	for _, e := range r.checkAgainstDaemon(r.devHot, last) {
 		t.Error(e)
 	}
@@ -538,13 +550,19 @@ exit 1
 }
 
 // racingSetMode has two ubus clients call set_mode (persist) at the same
-// time, repeatedly: the daemon serialises them, so the files hold one of the
-// requests and the kernel the mode the files name.
+// time, repeatedly, while this process (another writer, as `uci commit`
+// would be) commits packet_steering too: no file is torn, no commit is
+// lost, the files hold one of the requests (mode and flows together, in
+// both files) and the kernel the state that request names.
 func (r *router) racingSetMode(t *testing.T) {
-	modes := []string{"legacy", "off"}
+	reqs := []struct {
+		mode  string
+		flows int
+	}{{"legacy", 16}, {"off", 0}}
+	const commits = 20
 	var wg sync.WaitGroup
-	errs := make([]error, len(modes))
-	for i, mode := range modes {
+	errs := make([]error, len(reqs)+1)
+	for i, req := range reqs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -556,7 +574,7 @@ func (r *router) racingSetMode(t *testing.T) {
 				return
 			}
 			defer conn.Close()
-			args, err := ubus.AttrsFromJSON([]byte(fmt.Sprintf(`{"mode":%q,"flows":0,"persist":true}`, mode)))
+			args, err := ubus.AttrsFromJSON([]byte(fmt.Sprintf(`{"mode":%q,"flows":%d,"persist":true}`, req.mode, req.flows)))
 			if err != nil {
 				errs[i] = err
 				return
@@ -566,26 +584,50 @@ func (r *router) racingSetMode(t *testing.T) {
 			}
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < commits && errs[len(reqs)] == nil; i++ {
+			errs[len(reqs)] = uci.Update(r.configDir(), "packet_steering", func(p *uci.Package) error {
+				if p.Section("e2e") == nil {
+					if _, err := p.AddSection("note", "e2e"); err != nil {
+						return err
+					}
+				}
+				return p.Set("e2e", "n", strconv.Itoa(i))
+			})
+		}
+	}()
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			t.Fatalf("set_mode %s: %v", modes[i], err)
+			t.Fatalf("writer %d: %v", i, err)
 		}
 	}
-	got, err := r.uciOptions("packet_steering.globals.mode")
+	p, err := uci.Load(r.configDir(), "packet_steering")
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("packet_steering after the race: %v", err)
 	}
-	final := got["packet_steering.globals.mode"]
-	if final != "legacy" && final != "off" {
+	final, _ := p.Get("globals", "mode")
+	if n, _ := p.Get("e2e", "n"); n != strconv.Itoa(commits-1) {
+		t.Errorf("the other writer's last commit was lost: n = %q, want %d", n, commits-1)
+	}
+	if d := len(p.SectionsOfType("device")); d != 3 || len(p.SectionsOfType("globals")) != 1 {
+		t.Errorf("sections after the race: %d device (want 3), %d globals", d, len(p.SectionsOfType("globals")))
+	}
+	var want map[string]expect
+	switch final {
+	case "legacy":
+		legacy := expect{flows: repeat(16, queues), rpsAwayFromNAPI: true}
+		want = map[string]expect{r.devA: legacy, r.devB: legacy}
+		r.checkUCI(t, final, 16)
+		r.checkMode(t, final, 16, want)
+	case "off":
+		r.checkUCI(t, final, 0)
+		r.checkMode(t, final, 0, r.offWant())
+	default:
 		t.Fatalf("after the race the file holds mode %q, not one of the requests", final)
 	}
-	r.checkUCI(t, final, 0)
-	want := r.offWant()
-	if final == "legacy" {
-		want = r.modeSteps()[0].want
-	}
-	r.checkMode(t, final, 0, want)
 	t.Logf("race ended in %s", final)
 }
 
@@ -632,12 +674,14 @@ func (r *router) corruptConfig(t *testing.T) {
 	} else if len(rep.Changed) != 0 || len(rep.Failed) != 0 {
 		t.Errorf("apply with a corrupt file changed %s, failed %s; want the last good state kept", rep.Changed, rep.Failed)
 	}
+	logged := len(r.daemon.out.String())
 	err = r.call("set_mode", `{"mode":"auto","flows":0,"persist":true}`, nil)
 	if err == nil {
 		t.Errorf("set_mode persisted over a corrupt file")
 	} else {
 		t.Logf("set_mode over a corrupt file: %v (status %d)", err, errStatus(err))
 	}
+	r.checkLogged(t, logged, "save /etc/config/packet_steering", "parse error")
 	if b, _ := os.ReadFile(path); string(b) != string(corrupt) {
 		t.Errorf("corrupt file rewritten:\n%s", b)
 	}
@@ -672,10 +716,14 @@ func (r *router) readOnlyConfig(t *testing.T) {
 	if before.Mode == "auto" {
 		mode = "off"
 	}
+	logged := len(r.daemon.out.String())
 	err = r.call("set_mode", fmt.Sprintf(`{"mode":%q,"flows":0,"persist":true}`, mode), nil)
 	if err == nil {
 		t.Fatalf("set_mode %s persisted into a read-only config dir", mode)
 	}
+	// The caller gets only a ubus status; the log (syslog on a router)
+	// says which file could not be written.
+	r.checkLogged(t, logged, "save /etc/config/packet_steering")
 	if errStatus(err) == ubus.StatusInvalidArgument {
 		t.Errorf("read-only config dir reported as the caller's error: %v", err)
 	}
@@ -690,6 +738,18 @@ func (r *router) readOnlyConfig(t *testing.T) {
 	r.checkUnchanged(t, "read-only config", kernelBefore)
 	if got := readDir(t, dir); fmt.Sprint(got) != fmt.Sprint(filesBefore) {
 		t.Errorf("config files changed:\n%v\n%v", filesBefore, got)
+	}
+}
+
+// checkLogged requires the daemon's output after the first `from` bytes to
+// contain every one of want.
+func (r *router) checkLogged(t *testing.T, from int, want ...string) {
+	t.Helper()
+	out := r.daemon.out.String()[from:]
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("daemon log lacks %q:\n%s", w, out)
+		}
 	}
 }
 

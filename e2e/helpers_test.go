@@ -23,6 +23,7 @@ import (
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/internal/uci"
 	"github.com/packet-steering/packet-steering/steering"
+	"github.com/packet-steering/packet-steering/ubusobj"
 )
 
 // callTimeout bounds every ubus call the test makes.
@@ -193,6 +194,29 @@ func (r *router) call(method, args string, out any) error {
 		return fmt.Errorf("decode reply of %s: %w: %s", method, err, b)
 	}
 	return nil
+}
+
+// listenApplied subscribes (on a connection of its own, closed when t
+// ends) to the daemon's packet_steering.applied events.
+func (r *router) listenApplied(t *testing.T) <-chan map[string]any {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	c, err := ubus.Dial(ctx, r.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ch := make(chan map[string]any, 16)
+	if _, err := c.Listen(ctx, ubusobj.EventApplied, func(_ string, data []ubus.Attr) {
+		select {
+		case ch <- ubus.AttrsValue(data):
+		default:
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ch
 }
 
 // status is the part of the `status` reply the test checks.
