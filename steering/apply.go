@@ -45,47 +45,75 @@ type knob struct {
 	thread bool
 }
 
-// resolveKnob validates an action against the snapshot and derives its target.
-// The result's path is built only from names that passed both checks.
-func resolveKnob(snap *platform.Snapshot, a Action) (knob, error) {
+// knobIndex is what resolveKnob checks names against: the snapshot's
+// devices with their queues, NAPI threads and IRQs, indexed once per apply.
+type knobIndex struct {
+	rx, tx  map[string]bool   // "dev/queue"
+	devices map[string]bool   // device names
+	threads map[int]string    // pid -> thread name
+	irqs    map[int]bool      // IRQ numbers
+	owner   map[string]string // "thread PID" / "irq N" -> device
+}
+
+func newKnobIndex(snap *platform.Snapshot) *knobIndex {
+	x := &knobIndex{rx: map[string]bool{}, tx: map[string]bool{}, devices: map[string]bool{},
+		threads: map[int]string{}, irqs: map[int]bool{}, owner: map[string]string{}}
+	for i := range snap.Devices {
+		d := &snap.Devices[i]
+		x.devices[d.Name] = true
+		for _, q := range d.RxQueues {
+			x.rx[d.Name+"/"+q.Name] = true
+		}
+		for _, q := range d.TxQueues {
+			x.tx[d.Name+"/"+q.Name] = true
+		}
+	}
+	for _, t := range snap.NAPIThreads {
+		x.threads[t.PID] = t.Name
+		x.owner["thread "+strconv.Itoa(t.PID)] = t.Device
+	}
+	for _, q := range snap.IRQs {
+		x.irqs[q.Number] = true
+		x.owner["irq "+strconv.Itoa(q.Number)] = q.Device
+	}
+	return x
+}
+
+// resolveKnob validates an action against the snapshot and derives its
+// target. The path is built only from names that match the patterns above
+// and exist in the snapshot.
+func (x *knobIndex) resolveKnob(a Action) (knob, error) {
 	k := knob{act: a}
-	dev := func() (*platform.Device, error) {
+	queue := func(known map[string]bool, re *regexp.Regexp, what string) error {
 		if !validDeviceName(a.Device) {
-			return nil, fmt.Errorf("device name %q: %w", a.Device, ErrInvalid)
+			return fmt.Errorf("device name %q: %w", a.Device, ErrInvalid)
 		}
-		for i := range snap.Devices {
-			if snap.Devices[i].Name == a.Device {
-				return &snap.Devices[i], nil
-			}
+		if !x.devices[a.Device] {
+			return fmt.Errorf("device %q not in the snapshot: %w", a.Device, ErrInvalid)
 		}
-		return nil, fmt.Errorf("device %q not in the snapshot: %w", a.Device, ErrInvalid)
+		if !re.MatchString(a.Queue) || !known[a.Device+"/"+a.Queue] {
+			return fmt.Errorf("%s has no %s queue %q: %w", a.Device, what, a.Queue, ErrInvalid)
+		}
+		return nil
 	}
 	switch a.Kind {
 	case KindRPSCPUs, KindRPSFlowCnt:
-		d, err := dev()
-		if err != nil {
+		if err := queue(x.rx, rxQueueRE, "rx"); err != nil {
 			return k, err
-		}
-		if !rxQueueRE.MatchString(a.Queue) || !slices.ContainsFunc(d.RxQueues, func(q platform.RxQueue) bool { return q.Name == a.Queue }) {
-			return k, fmt.Errorf("%s has no rx queue %q: %w", a.Device, a.Queue, ErrInvalid)
 		}
 		k.path = "sys/class/net/" + a.Device + "/queues/" + a.Queue + "/" + a.Kind
 	case KindXPSCPUs:
-		d, err := dev()
-		if err != nil {
+		if err := queue(x.tx, txQueueRE, "tx"); err != nil {
 			return k, err
-		}
-		if !txQueueRE.MatchString(a.Queue) || !slices.ContainsFunc(d.TxQueues, func(q platform.TxQueue) bool { return q.Name == a.Queue }) {
-			return k, fmt.Errorf("%s has no tx queue %q: %w", a.Device, a.Queue, ErrInvalid)
 		}
 		k.path = "sys/class/net/" + a.Device + "/queues/" + a.Queue + "/xps_cpus"
 	case KindNAPIAffinity:
-		if !slices.ContainsFunc(snap.NAPIThreads, func(t platform.NAPIThread) bool { return t.PID == a.PID && t.Name == a.Thread }) {
+		if name, ok := x.threads[a.PID]; !ok || name != a.Thread {
 			return k, fmt.Errorf("no NAPI thread %d %q in the snapshot: %w", a.PID, a.Thread, ErrInvalid)
 		}
 		k.thread = true
 	case KindIRQAffinity:
-		if a.IRQ < 0 || !slices.ContainsFunc(snap.IRQs, func(q platform.IRQ) bool { return q.Number == a.IRQ }) {
+		if a.IRQ < 0 || !x.irqs[a.IRQ] {
 			return k, fmt.Errorf("no IRQ %d in the snapshot: %w", a.IRQ, ErrInvalid)
 		}
 		k.path = "proc/irq/" + strconv.Itoa(a.IRQ) + "/smp_affinity"
@@ -99,6 +127,30 @@ func resolveKnob(snap *platform.Snapshot, a Action) (knob, error) {
 		return k, fmt.Errorf("unknown action kind %q: %w", a.Kind, ErrInvalid)
 	}
 	return k, nil
+}
+
+// unit is the rollback unit of an action: its device (for a NAPI thread or
+// IRQ without one, the device the snapshot ties it to), else the action's
+// own target; sysctls sort last.
+func (x *knobIndex) unit(a Action) string {
+	u := a.Device
+	switch a.Kind {
+	case KindSysctl:
+		return "\xffsysctl " + a.Key
+	case KindNAPIAffinity:
+		if u == "" {
+			if u = x.owner["thread "+strconv.Itoa(a.PID)]; u == "" {
+				u = "thread " + strconv.Itoa(a.PID)
+			}
+		}
+	case KindIRQAffinity:
+		if u == "" {
+			if u = x.owner["irq "+strconv.Itoa(a.IRQ)]; u == "" {
+				u = "irq " + strconv.Itoa(a.IRQ)
+			}
+		}
+	}
+	return u
 }
 
 // applyRank orders a device's writes: thread and IRQ placement first, then the
@@ -184,8 +236,8 @@ func actionDevice(snap *platform.Snapshot, a Action) string {
 // ApplyPlan makes the machine hold the actions' values. Each knob is read
 // once and written at most once (only when its live value differs). Actions
 // are applied device by device (a NAPI thread or IRQ with the device it
-// serves), thread and IRQ placement first; when a write
-// for a device fails, that device's writes of this apply are undone in reverse
+// serves), thread and IRQ placement first, the sysctl last. When a write for
+// a device fails, that device's writes of this apply are undone in reverse
 // order and its remaining actions are not attempted, while the other devices
 // still proceed. A knob whose target vanished is skipped, not failed. With
 // dryRun nothing is written and Changed lists what would change.
@@ -196,18 +248,11 @@ func ApplyPlan(ctx context.Context, w Writer, snap *platform.Snapshot, actions [
 	res := &Result{Changed: []Action{}, Failed: []Failure{}}
 
 	// Group into units in plan order, sysctls last.
+	x := newKnobIndex(snap)
 	var order []string
 	units := map[string][]Action{}
 	for _, a := range actions {
-		u := actionDevice(snap, a)
-		switch {
-		case a.Kind == KindSysctl:
-			u = "\xffsysctl " + a.Key
-		case u == "" && a.Kind == KindNAPIAffinity:
-			u = "thread " + strconv.Itoa(a.PID)
-		case u == "" && a.Kind == KindIRQAffinity:
-			u = "irq " + strconv.Itoa(a.IRQ)
-		}
+		u := x.unit(a)
 		if _, ok := units[u]; !ok {
 			order = append(order, u)
 		}
@@ -226,7 +271,7 @@ func ApplyPlan(ctx context.Context, w Writer, snap *platform.Snapshot, actions [
 			}
 			continue
 		}
-		applyUnit(w, snap, strings.TrimPrefix(u, "\xff"), acts, dryRun, res)
+		applyUnit(w, x, strings.TrimPrefix(u, "\xff"), acts, dryRun, res)
 	}
 	res.DurationUS = time.Since(start).Microseconds()
 	return res
@@ -250,10 +295,10 @@ type written struct {
 
 // applyUnit applies one device's actions (already ordered) into res; unit
 // names the device (or the lone thread, IRQ or sysctl) in reports.
-func applyUnit(w Writer, snap *platform.Snapshot, unit string, acts []Action, dryRun bool, res *Result) {
+func applyUnit(w Writer, x *knobIndex, unit string, acts []Action, dryRun bool, res *Result) {
 	var done []written
 	for i, a := range acts {
-		k, err := resolveKnob(snap, a)
+		k, err := x.resolveKnob(a)
 		if err != nil {
 			failUnit(w, unit, acts[i+1:], done, Failure{Action: a, Error: err.Error()}, res)
 			return

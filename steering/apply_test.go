@@ -457,7 +457,7 @@ func FuzzResolveKnob(f *testing.F) {
 			Devices: []platform.Device{{Name: dev, RxQueues: []platform.RxQueue{{Name: queue}}, TxQueues: []platform.TxQueue{{Name: queue}}}},
 			IRQs:    []platform.IRQ{{Number: irq}},
 		}
-		k, err := resolveKnob(snap, Action{Kind: kind, Device: dev, Queue: queue, IRQ: irq, Key: queue})
+		k, err := newKnobIndex(snap).resolveKnob(Action{Kind: kind, Device: dev, Queue: queue, IRQ: irq, Key: queue})
 		if err != nil || k.thread {
 			return
 		}
