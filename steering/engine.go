@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -358,6 +359,13 @@ func (e *Engine) Plan(ctx context.Context, req PlanRequest) (*platform.Snapshot,
 // lock takes the in-process semaphore and the file locks; the returned
 // function releases both.
 func (e *Engine) lock(ctx context.Context) (func(), error) {
+	// The lock directory is created when missing, but never the root: a
+	// mistyped --root must not become a new tree.
+	if fi, err := os.Stat(e.root); err != nil {
+		return nil, fmt.Errorf("root: %w", err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("root %s: not a directory", e.root)
+	}
 	select {
 	case e.sem <- struct{}{}:
 	case <-ctx.Done():

@@ -96,6 +96,13 @@ func TestApplyCommand(t *testing.T) {
 	if rpsOf(t, root) != "0" {
 		t.Fatalf("bad input wrote rps_cpus")
 	}
+	missing := filepath.Join(root, "no-such-root")
+	if code, _, stderr := runCLI(t, "apply", "--root", missing); code != 1 || !strings.Contains(stderr, "no-such-root") {
+		t.Errorf("missing root: exit %d, stderr %q", code, stderr)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("apply created the missing root")
+	}
 	if _, err := os.Stat(filepath.Join(root, "var/lock")); err == nil {
 		t.Errorf("bad input created the lock directory")
 	}
