@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -35,6 +36,9 @@ func runApply(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if fi, err := os.Stat(*root); err != nil || !fi.IsDir() {
+		return usagef("--root %s: not an existing directory", *root)
 	}
 	eng := steering.NewEngine(*root)
 	res, err := eng.Apply(ctx, steering.ApplyRequest{Reason: *reason, Device: *device, DryRun: *dryRun})

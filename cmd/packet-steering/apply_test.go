@@ -97,7 +97,7 @@ func TestApplyCommand(t *testing.T) {
 		t.Fatalf("bad input wrote rps_cpus")
 	}
 	missing := filepath.Join(root, "no-such-root")
-	if code, _, stderr := runCLI(t, "apply", "--root", missing); code != 1 || !strings.Contains(stderr, "no-such-root") {
+	if code, _, stderr := runCLI(t, "apply", "--root", missing); code != 2 || !strings.Contains(stderr, "no-such-root") {
 		t.Errorf("missing root: exit %d, stderr %q", code, stderr)
 	}
 	if _, err := os.Stat(missing); err == nil {
@@ -177,5 +177,8 @@ func TestStatusCommand(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, "status", "--root", root, "--mode", "off"); code != 2 || stderr == "" {
 		t.Errorf("unknown flag: exit %d", code)
+	}
+	if code, _, stderr := runCLI(t, "status", "--root", filepath.Join(root, "nope")); code != 2 || !strings.Contains(stderr, "nope") {
+		t.Errorf("missing root: exit %d, stderr %q", code, stderr)
 	}
 }

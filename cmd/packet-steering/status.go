@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -34,6 +35,9 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if fi, err := os.Stat(*root); err != nil || !fi.IsDir() {
+		return usagef("--root %s: not an existing directory", *root)
 	}
 	st, err := steering.NewEngine(*root).Status(ctx)
 	if err != nil {
