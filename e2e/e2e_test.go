@@ -443,7 +443,7 @@ func (r *router) hotplug(t *testing.T) {
 	want := autoWant(r.cpus, 0)
 	want.rps = repeat[uint64](1, queues)
 	want.napi = repeat[uint64](1, queues)
-	before, err := r.readDevs(r.devHot)
+	before, err := r.readDevs(r.devHot, r.peerHot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -547,6 +547,13 @@ exit 1
 		t.Errorf("after hotplug: last apply %+v, in sync %v%s", st.LastApply, st.InSync, r.outOfSync())
 	}
 	r.checkKernel(t, "others after hotplug", r.customWant())
+	after, err := r.readDevs(r.peerHot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(*after[r.peerHot]) != fmt.Sprint(*before[r.peerHot]) {
+		t.Errorf("unmanaged %s changed by the hotplug apply: %+v -> %+v", r.peerHot, *before[r.peerHot], *after[r.peerHot])
+	}
 }
 
 // racingSetMode has two ubus clients call set_mode (persist) at the same
