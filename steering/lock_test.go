@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/packet-steering/packet-steering/platform"
 )
 
 // lockHelperEnv marks the re-executed test binary as a lock-holding helper;
@@ -167,4 +169,104 @@ func TestLockHonoursStockLockAndContext(t *testing.T) {
 		t.Fatalf("lock after release: %v", err)
 	}
 	unlock()
+}
+
+// applyHelperEnv marks the re-executed test binary as a process running
+// applies; its value is the fixture root.
+const applyHelperEnv = "STEERING_APPLY_HELPER_ROOT"
+
+// logWriter is the real Writer that also logs each write with its process.
+type logWriter struct {
+	*FSWriter
+	log, id string
+}
+
+func (w logWriter) WriteKnob(rel, value string) error {
+	if err := appendLine(w.log, "write "+w.id); err != nil {
+		return err
+	}
+	return w.FSWriter.WriteKnob(rel, value)
+}
+
+func (w logWriter) SetThreadAffinity(pid int, comm, cpus string) error {
+	if err := appendLine(w.log, "write "+w.id); err != nil {
+		return err
+	}
+	return w.FSWriter.SetThreadAffinity(pid, comm, cpus)
+}
+
+// TestApplyHelperProcess is not a test: it is the body of the processes
+// TestAppliesFromTwoProcessesNeverInterleave starts.
+func TestApplyHelperProcess(t *testing.T) {
+	root := os.Getenv(applyHelperEnv)
+	if root == "" {
+		t.Skip("helper process only")
+	}
+	id := fmt.Sprint(os.Getpid())
+	log := filepath.Join(root, "applies.log")
+	e := NewEngine(root,
+		WithWriter(logWriter{FSWriter: NewFSWriter(root), log: log, id: id}),
+		// Each apply reads the machine once, under the lock, first.
+		WithReader(func(ctx context.Context, r string) (*platform.Snapshot, error) {
+			if err := appendLine(log, "begin "+id); err != nil {
+				return nil, err
+			}
+			return platform.Read(ctx, r)
+		}))
+	modes := []Mode{ModeLegacy, ModeAuto, ModeOff}
+	for i := 0; i < 12; i++ {
+		res, err := e.SetMode(context.Background(), SetModeRequest{Mode: modes[i%len(modes)]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Failed) != 0 {
+			t.Fatalf("failed: %+v", res.Failed)
+		}
+	}
+}
+
+func TestAppliesFromTwoProcessesNeverInterleave(t *testing.T) {
+	root := presetRoot(t, "ipq807x", nil)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmds []*exec.Cmd
+	for i := 0; i < 2; i++ {
+		c := exec.Command(exe, "-test.run", "^TestApplyHelperProcess$", "-test.count=1")
+		c.Env = append(os.Environ(), applyHelperEnv+"="+root)
+		out := &strings.Builder{}
+		c.Stdout, c.Stderr = out, out
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, c)
+	}
+	for _, c := range cmds {
+		if err := c.Wait(); err != nil {
+			t.Fatalf("helper: %v\n%s", err, c.Stdout)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(root, "applies.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := ""
+	applies, writes := map[string]int{}, 0
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		what, id, _ := strings.Cut(line, " ")
+		switch what {
+		case "begin":
+			holder = id
+			applies[id]++
+		case "write":
+			writes++
+			if id != holder {
+				t.Fatalf("line %d: process %s writes during an apply of %s", i+1, id, holder)
+			}
+		}
+	}
+	if len(applies) != 2 || writes == 0 {
+		t.Fatalf("applies %v, %d writes: the helpers did not both apply", applies, writes)
+	}
 }
