@@ -97,7 +97,10 @@ func (r *router) startDaemon(t *testing.T) *daemonProc {
 	cmd := exec.Command("ip", "netns", "exec", r.ns.Name, "sh", "-c", daemonScript, "sh", r.root)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, killed by t.Cleanup; Pdeathsig (kept across
+	// the execs of ip, sh and chroot) covers a test binary that dies
+	// without running its cleanups.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start daemon: %v", err)
 	}
