@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -479,4 +483,39 @@ func FuzzResolveKnob(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestNoExecOnApplyPath guards the design rule that an apply never forks or
+// execs: no non-test file of the packages on the path (steering, platform,
+// internal/uci) imports os/exec or calls a fork/exec function.
+func TestNoExecOnApplyPath(t *testing.T) {
+	for _, dir := range []string{".", "../platform", "../internal/uci"} {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parsed, err := parser.ParseFile(token.NewFileSet(), f, src, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range parsed.Imports {
+				if imp.Path.Value == `"os/exec"` {
+					t.Errorf("%s imports os/exec", f)
+				}
+			}
+			for _, call := range []string{"ForkExec", "StartProcess", "syscall.Exec", "unix.Exec"} {
+				if strings.Contains(string(src), call+"(") {
+					t.Errorf("%s calls %s", f, call)
+				}
+			}
+		}
+	}
 }
