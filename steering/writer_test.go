@@ -162,3 +162,33 @@ func FuzzParseStat(f *testing.F) {
 		}
 	})
 }
+
+// TestFSWriterRealRootRefuses checks the guards on the real root with
+// targets that must never be touched: this test process (a user process,
+// asked for under its own name) and kthreadd (a kernel thread, asked for
+// under a NAPI thread's name). Both are refused before any syscall that
+// changes anything.
+func TestFSWriterRealRootRefuses(t *testing.T) {
+	w := NewFSWriter("/")
+	comm, err := os.ReadFile("/proc/self/comm")
+	if err != nil {
+		t.Skip("no /proc")
+	}
+	self := os.Getpid()
+	var before unix.CPUSet
+	if err := unix.SchedGetaffinity(self, &before); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.SetThreadAffinity(self, strings.TrimSpace(string(comm)), "0"); !errors.Is(err, ErrNotKernelThread) {
+		t.Fatalf("own process: %v, want ErrNotKernelThread", err)
+	}
+	var after unix.CPUSet
+	if err := unix.SchedGetaffinity(self, &after); err != nil || after != before {
+		t.Fatalf("own affinity changed: %v -> %v (%v)", cpuSetList(&before), cpuSetList(&after), err)
+	}
+	if _, err := os.Stat("/proc/2/stat"); err == nil {
+		if err := w.SetThreadAffinity(2, "napi/eth0-257", "0"); !errors.Is(err, ErrNotKernelThread) {
+			t.Fatalf("kthreadd under a NAPI name: %v, want ErrNotKernelThread", err)
+		}
+	}
+}
