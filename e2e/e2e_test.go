@@ -320,15 +320,13 @@ func (r *router) offWant() map[string]expect {
 }
 
 // autoWant: a queue per CPU or more is RSS (steering's rss-per-cpu rule):
-// the i-th NAPI thread in PID order and tx-i's XPS on CPU i mod n, RPS off.
-// This is the rule as steering/rss.go implements it. On veth with threaded
-// NAPI turned on after creation, PID order is the reverse of queue order
-// (traffic sent on the peer's tx-q wakes the thread with the q-th lowest
-// NAPI id, the (Q-1-q)-th in PID order), so rx-q's thread does not end up
-// on CPU q mod n as the design's auto rule says.
+// the NAPI thread of rx-i (the i-th by NAPI id: on veth with threaded NAPI
+// turned on after creation, PID order is the reverse of queue order, and
+// traffic sent on the peer's tx-q wakes the thread with the q-th lowest id)
+// and tx-i's XPS on CPU i mod n, RPS off.
 func autoWant(cpus, flows int) expect {
 	return expect{rps: repeat[uint64](0, queues), flows: repeat(flows, queues),
-		xps: roundRobin(queues, cpus), napi: roundRobin(queues, cpus)}
+		xps: roundRobin(queues, cpus), napi: roundRobin(queues, cpus), napiByID: true}
 }
 
 // customWant: auto, with devA's overrides (RPS mask 2, threads on CPU 1).

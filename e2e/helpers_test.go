@@ -428,6 +428,9 @@ type expect struct {
 	flows []int
 	xps   []uint64
 	napi  []uint64
+	// napiByID: napi lists the threads' CPUs in NAPI id order (the order
+	// the driver registered its queues in), not in PID order.
+	napiByID bool
 	// rpsAwayFromNAPI: rx-i's RPS mask is one CPU, not the CPU of the
 	// i-th NAPI thread (PID order), and each thread is pinned to one CPU,
 	// the threads of the device covering every CPU (the stock rule).
@@ -456,8 +459,12 @@ func (e expect) check(dev string, s *devState, cpus int) []string {
 	if e.flows != nil && fmt.Sprint(s.flows) != fmt.Sprint(e.flows) {
 		errs = append(errs, fmt.Sprintf("%s rps_flow_cnt = %v, want %v", dev, s.flows, e.flows))
 	}
-	got := make([]uint64, len(s.napi))
-	for i, th := range s.napi {
+	threads := append([]napiThread(nil), s.napi...)
+	if e.napiByID {
+		sort.Slice(threads, func(i, j int) bool { return threads[i].id < threads[j].id })
+	}
+	got := make([]uint64, len(threads))
+	for i, th := range threads {
 		got[i] = th.cpus
 	}
 	cmpMasks("napi affinity", got, e.napi)

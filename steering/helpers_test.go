@@ -2,6 +2,7 @@ package steering
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -69,10 +70,12 @@ func (m *machine) bridge(name string, ports ...string) *machine {
 
 func (m *machine) thread(pid int, name string) *machine {
 	owner := strings.TrimPrefix(name, "napi/")
+	id := 0
 	if i := strings.LastIndexByte(owner, '-'); i >= 0 {
+		id, _ = strconv.Atoi(owner[i+1:])
 		owner = owner[:i]
 	}
-	m.s.NAPIThreads = append(m.s.NAPIThreads, platform.NAPIThread{PID: pid, Name: name, Owner: owner, CPUs: "0-" + fmt.Sprint(len(m.s.CPUs)-1)})
+	m.s.NAPIThreads = append(m.s.NAPIThreads, platform.NAPIThread{PID: pid, Name: name, Owner: owner, NAPIID: id, CPUs: "0-" + fmt.Sprint(len(m.s.CPUs)-1)})
 	return m
 }
 

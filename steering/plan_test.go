@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sort"
 	"testing"
 	"time"
 
@@ -249,6 +250,39 @@ func TestIPQ807xSeed002(t *testing.T) {
 	if p2 := plan(t, ipq807x().offload("1", "0").snap(), ModeAuto); hasHint(p2, HintSWOffloadHelps) {
 		t.Error("swoffload-helps with software offload on")
 	}
+}
+
+// Threads whose PIDs run opposite to their NAPI ids (veth, or any driver
+// whose `threaded` was switched on after its NAPI instances were added: the
+// kernel keeps them head-first and spawns the threads in list order). legacy
+// pairs by PID as the stock script does; auto pairs queue i with the i-th
+// NAPI id, so a ring's thread shares its CPU with the ring's IRQ and XPS.
+func TestAutoPairsThreadsByNAPIID(t *testing.T) {
+	m := newMachine(4).target("qualcommax/ipq807x").
+		eth("eth0", "sys/devices/platform/soc/3ab00000.ethernet", "qca-edma", 4, 4)
+	for q := 0; q < 4; q++ {
+		m.thread(303-q, fmt.Sprintf("napi/eth0-%d", 257+q))
+		m.irq(60+q, fmt.Sprintf("edma_rxdesc_%d", q), "eth0", q)
+	}
+	var napi []string
+	for _, a := range plan(t, m.snap(), ModeAuto).Actions {
+		if a.Kind == KindNAPIAffinity {
+			napi = append(napi, fmt.Sprintf("%s %s", a.Thread, a.Value))
+		}
+	}
+	// Actions are in PID order; compare by thread.
+	sort.Strings(napi)
+	want := []string{"napi/eth0-257 0", "napi/eth0-258 1", "napi/eth0-259 2", "napi/eth0-260 3"}
+	sameLines(t, "auto napi", napi, want)
+	napi = napi[:0]
+	for _, a := range plan(t, m.snap(), ModeLegacy).Actions {
+		if a.Kind == KindNAPIAffinity {
+			napi = append(napi, fmt.Sprintf("%s %s", a.Thread, a.Value))
+		}
+	}
+	// Stock: threads in PID order get CPUs 0..3, so id 260 (PID 300) is on 0.
+	sort.Strings(napi)
+	sameLines(t, "legacy napi", napi, []string{"napi/eth0-257 3", "napi/eth0-258 2", "napi/eth0-259 1", "napi/eth0-260 0"})
 }
 
 // Beyond the stock script's bounds: 48 CPUs, 48 queues, PIDs of different

@@ -1,5 +1,11 @@
 package steering
 
+import (
+	"sort"
+
+	"github.com/packet-steering/packet-steering/platform"
+)
+
 // The rss-per-cpu rule: for a device with at least one rx queue per CPU.
 //
 // With one hardware (RSS) queue per CPU the NIC already spreads flows over
@@ -9,8 +15,14 @@ package steering
 // measured the stock next-CPU rule (queue i's RPS to CPU i+1) as the worst
 // choice: 4 of 6 flow pairs lost 28.6-49.0%, RPS off 0.35-1.61%. So, with n
 // online CPUs cpus[0..n-1] in number order:
-//   - rx task i of the device (threaded NAPI threads in PID order, as the
-//     stock script pairs them) runs on cpus[i mod n];
+//   - rx task i of the device runs on cpus[i mod n], the tasks taken in
+//     NAPI id order: a multi-queue driver registers its NAPI instances queue
+//     by queue, so ids rise with the queue number, while the threads' PIDs
+//     need not (netif_napi_add puts each instance at the head of the
+//     device's list, and enabling `threaded` later creates the threads in
+//     list order, i.e. reversed). The stock script pairs by PID; that is
+//     kept in legacy, but here it would put queue i's thread away from
+//     queue i's IRQ and XPS CPU (seen on veth in the e2e test);
 //   - every rx queue of the device's netdevs gets RPS off (mask 0) and the
 //     configured flow count;
 //   - every per-queue IRQ (an IRQ the snapshot ties to one of the device's
@@ -30,7 +42,9 @@ package steering
 func (r *stockRun) assignRSS(d *stockDev) {
 	n := len(r.cpus)
 	r.rssDevices = append(r.rssDevices, d.netdevs[0].Name)
-	for i, t := range d.rxTasks {
+	tasks := append([]*platform.NAPIThread(nil), d.rxTasks...)
+	sort.SliceStable(tasks, func(i, j int) bool { return tasks[i].NAPIID < tasks[j].NAPIID })
+	for i, t := range tasks {
 		r.b.napi(t, NewCPUSet(r.cpus[i%n].id))
 	}
 	for _, nd := range d.netdevs {
