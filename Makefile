@@ -3,14 +3,23 @@ GO      ?= go
 BIN     := packet-steering
 PKG     := ./cmd/packet-steering
 LDFLAGS := -s -w -buildid=
+# The router build leaves the demo (net/http, html/template, the LuCI assets)
+# out; see cmd/packet-steering/demo_router.go.
+ROUTER_TAGS := router
+# design.md "Performance targets": at most 3 MiB per router binary.
+SIZE_LIMIT ?= 3145728
 export CGO_ENABLED := 0
 
-.PHONY: all build test test-go test-fuzz test-shell test-browser bench size demo deps vet clean
+.PHONY: all build build-router test test-go test-fuzz test-shell test-browser bench size demo deps vet clean
 
 all: build
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) $(PKG)
+
+# The binary as it goes on a router, for the host's architecture.
+build-router:
+	$(GO) build -tags $(ROUTER_TAGS) -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)-router $(PKG)
 
 deps:
 	./scripts/deps.sh test
@@ -18,6 +27,7 @@ deps:
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet ./...
+	$(GO) vet -tags $(ROUTER_TAGS) ./cmd/...
 
 # Everything: Go unit, kernel (netns) and fuzz-smoke tests, shell scripts,
 # and the browser test. Installs missing Debian/npm packages first.
@@ -44,18 +54,22 @@ test-browser: build
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-# Stripped static binaries for the router architectures, and their xz size.
+# Stripped static router binaries (-tags router) for the router
+# architectures, their xz size (what squashfs stores), and a check against
+# SIZE_LIMIT: exit status 1 when a binary is larger.
 size:
 	@mkdir -p out
-	GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o out/$(BIN)-arm64 $(PKG)
-	GOOS=linux GOARCH=mipsle GOMIPS=softfloat $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o out/$(BIN)-mipsle $(PKG)
-	@for f in out/$(BIN)-arm64 out/$(BIN)-mipsle; do \
-		printf '%-28s %8d bytes  xz %8d bytes\n' $$f $$(stat -c %s $$f) $$(xz -9e -c $$f | wc -c); \
-	done
+	GOOS=linux GOARCH=arm64 $(GO) build -tags $(ROUTER_TAGS) -trimpath -ldflags '$(LDFLAGS)' -o out/$(BIN)-arm64 $(PKG)
+	GOOS=linux GOARCH=mipsle GOMIPS=softfloat $(GO) build -tags $(ROUTER_TAGS) -trimpath -ldflags '$(LDFLAGS)' -o out/$(BIN)-mipsle $(PKG)
+	@rc=0; for f in out/$(BIN)-arm64 out/$(BIN)-mipsle; do \
+		n=$$(stat -c %s $$f); \
+		printf '%-28s %8d bytes  xz %8d bytes  limit %d\n' $$f $$n $$(xz -9e -c $$f | wc -c) $(SIZE_LIMIT); \
+		if [ $$n -gt $(SIZE_LIMIT) ]; then echo "size: $$f is $$((n - $(SIZE_LIMIT))) bytes over the limit" >&2; rc=1; fi; \
+	done; exit $$rc
 
 # The embedded default: a demo router, the daemon and the LuCI page.
 demo: build
 	./$(BIN) demo
 
 clean:
-	rm -rf $(BIN) out
+	rm -rf $(BIN) $(BIN)-router out

@@ -1,3 +1,5 @@
+//go:build !router
+
 package main
 
 import (
@@ -20,6 +22,9 @@ import (
 	"github.com/packet-steering/packet-steering/steering"
 	"github.com/packet-steering/packet-steering/ubusobj"
 )
+
+// demoSummary is the demo's line in the usage.
+const demoSummary = "run a demo router with the LuCI page in a browser"
 
 // runDemo is `packet-steering demo [--port 8080] [--dir DIR] [--preset NAME]
 // [--pps N]`: a simulated router (a fixture preset, by default "demo", a

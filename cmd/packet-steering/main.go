@@ -46,7 +46,7 @@ func commands() map[string]command {
 		"daemon":   {"serve the ubus object packet_steering", runDaemon},
 		"call":     {"call a packet_steering method like `ubus call`", runCall},
 		"tune":     {"measure steering alternatives and recommend one", runTune},
-		"demo":     {"run a demo router with the LuCI page in a browser", runDemo},
+		"demo":     {demoSummary, runDemo},
 	}
 }
 
