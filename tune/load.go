@@ -122,9 +122,31 @@ func (p *Iperf) String() string {
 	return "iperf3 " + strings.Join(p.Args(0), " ")
 }
 
+// busyRetries is how often a run is retried while the iperf3 server says
+// it is busy (it serves one test at a time, and notices a client that was
+// killed only after a while), busyWait the pause between tries.
+const (
+	busyRetries = 5
+	busyWait    = time.Second
+)
+
 // Run implements Load: it runs iperf3 and parses its JSON. It fails when
-// iperf3 reports an error or connected anywhere but Host.
+// iperf3 reports an error or connected anywhere but Host. While the server
+// reports that it is busy with another test, the run is retried a few
+// times.
 func (p *Iperf) Run(ctx context.Context, run int) (Measurement, error) {
+	for try := 0; ; try++ {
+		m, err := p.runOnce(ctx, run)
+		if err == nil || try >= busyRetries || !strings.Contains(err.Error(), "server is busy") {
+			return m, err
+		}
+		if serr := sleepCtx(ctx, busyWait); serr != nil {
+			return m, fmt.Errorf("%w (waiting for a busy server: %w)", err, serr)
+		}
+	}
+}
+
+func (p *Iperf) runOnce(ctx context.Context, run int) (Measurement, error) {
 	bin := p.Binary
 	if bin == "" {
 		bin = "iperf3"

@@ -202,3 +202,28 @@ func TestCommandRun(t *testing.T) {
 		t.Errorf("timeout: err = %v", err)
 	}
 }
+
+func TestIperfRetriesBusyServer(t *testing.T) {
+	dir := t.TempDir()
+	data, err := filepath.Abs(filepath.Join("testdata", "iperf3", "tcp.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := filepath.Join(dir, "count")
+	bin := filepath.Join(dir, "iperf3")
+	// Busy twice, then a report.
+	script := "#!/bin/sh\necho x >> '" + count + "'\n" +
+		"if [ $(wc -l < '" + count + "') -le 2 ]; then echo '{\"error\": \"error - the server is busy running a test. try again later\"}'; exit 1; fi\n" +
+		"cat '" + data + "'\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m, err := (&Iperf{Binary: bin, Host: "198.18.250.2", Seconds: 1}).Run(context.Background(), 0)
+	if err != nil || m.Throughput == 0 {
+		t.Fatalf("got %+v, %v", m, err)
+	}
+	b, _ := os.ReadFile(count)
+	if n := strings.Count(string(b), "x"); n != 3 {
+		t.Errorf("%d tries, want 3", n)
+	}
+}
