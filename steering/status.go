@@ -26,6 +26,16 @@ func inSync(p *Plan) bool {
 // from, the policy and its evidence, whether the live knobs equal the plan,
 // the last apply, hints and per-CPU softnet counters. It only reads.
 func (e *Engine) Status(ctx context.Context) (*Status, error) {
+	// Take the last apply before reading the machine: an apply that ends
+	// while we read must not be reported together with live values from
+	// before it (finished apply, yet "out of sync").
+	e.mu.Lock()
+	var last *ApplyRecord
+	if e.lastApply != nil {
+		la := *e.lastApply
+		last = &la
+	}
+	e.mu.Unlock()
 	v, err := e.viewState(ctx)
 	if err != nil {
 		return nil, err
@@ -64,11 +74,6 @@ func (e *Engine) Status(ctx context.Context) (*Status, error) {
 			RPSReceived: n.RPSReceived,
 		})
 	}
-	e.mu.Lock()
-	if e.lastApply != nil {
-		la := *e.lastApply
-		st.LastApply = &la
-	}
-	e.mu.Unlock()
+	st.LastApply = last
 	return st, nil
 }
