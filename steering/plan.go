@@ -359,19 +359,10 @@ func (b *builder) actions() []Action {
 }
 
 // Holds reports whether the action's Current value already equals its Value,
-// comparing masks and cpu lists as sets and counts as numbers.
+// comparing masks and cpu lists as sets and counts as the kernel stores
+// them (rounded up to a power of two), exactly as the applier compares.
 func (a Action) Holds() bool {
-	switch a.Kind {
-	case KindRPSCPUs, KindXPSCPUs, KindIRQAffinity:
-		return SameMask(a.Current, a.Value)
-	case KindNAPIAffinity:
-		return SameList(a.Current, a.Value)
-	case KindRPSFlowCnt, KindSysctl:
-		x, err1 := strconv.Atoi(strings.TrimSpace(a.Current))
-		y, err2 := strconv.Atoi(strings.TrimSpace(a.Value))
-		return err1 == nil && err2 == nil && x == y
-	}
-	return a.Current == a.Value
+	return sameValue(a.Kind, strings.TrimSpace(a.Current), strings.TrimSpace(a.Value))
 }
 
 // Target names the knob for people: "eth0/rx-0", "pid 300 napi/eth0-257",
