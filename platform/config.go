@@ -24,7 +24,7 @@ import (
 // packet_steering file is normal (Steering nil).
 const configDir = "etc/config"
 
-func (f FS) readConfig(g *gaps) Config {
+func (f *reader) readConfig(g *gaps) Config {
 	var c Config
 	if p := f.loadUCI("network", &c, g, true); p != nil {
 		if s := firstOfType(p, "globals"); s != nil {
@@ -45,7 +45,7 @@ func (f FS) readConfig(g *gaps) Config {
 }
 
 // loadUCI loads etc/config/name; nil when absent or broken (recorded).
-func (f FS) loadUCI(name string, c *Config, g *gaps, wanted bool) *uci.Package {
+func (f *reader) loadUCI(name string, c *Config, g *gaps, wanted bool) *uci.Package {
 	rel := configDir + "/" + name
 	p, err := uci.Load(f.Path(configDir), name)
 	if err == nil {

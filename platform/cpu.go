@@ -1,8 +1,6 @@
 package platform
 
 import (
-	"errors"
-	"io/fs"
 	"strconv"
 )
 
@@ -21,7 +19,7 @@ const (
 
 // readCPUs reads every possible CPU with its topology. When the possible
 // list is unreadable it falls back to the cpuN entries that exist.
-func (f FS) readCPUs(g *gaps) []CPU {
+func (f *reader) readCPUs(g *gaps) []CPU {
 	possible, err := f.cpuListFile(cpuPossiblePath)
 	if err != nil {
 		g.add(cpuPossiblePath, err)
@@ -90,7 +88,7 @@ func fillSiblings(cpus []CPU) {
 	}
 }
 
-func (f FS) cpuListFile(rel string) ([]int, error) {
+func (f *reader) cpuListFile(rel string) ([]int, error) {
 	s, err := f.readString(rel)
 	if err != nil {
 		return nil, err
@@ -99,8 +97,8 @@ func (f FS) cpuListFile(rel string) ([]int, error) {
 }
 
 // listCPUDirs lists N of sys/bus/cpu/devices/cpuN, sorted.
-func (f FS) listCPUDirs() []int {
-	names, err := readDirNames(f.Path(cpuDevicesDir))
+func (f *reader) listCPUDirs() []int {
+	names, err := f.readDirNames(cpuDevicesDir)
 	if err != nil {
 		return nil
 	}
@@ -113,17 +111,4 @@ func (f FS) listCPUDirs() []int {
 		}
 	}
 	return sortedInts(ids)
-}
-
-// readInt reads a file holding one decimal integer.
-func (f FS) readInt(rel string) (int, error) {
-	s, err := f.readString(rel)
-	if err != nil {
-		return 0, err
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		return 0, &fs.PathError{Op: "parse", Path: rel, Err: errors.New("not an integer: " + strconv.Quote(s))}
-	}
-	return n, nil
 }

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -42,33 +44,68 @@ func (f FS) Path(rel ...string) string {
 	return filepath.Join(append([]string{f.root}, rel...)...)
 }
 
-// readString reads a small file and trims the trailing newline(s).
-func (f FS) readString(rel string) (string, error) {
-	b, err := readSmall(f.Path(rel))
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimRight(string(b), "\n"), nil
+// reader is the I/O state of one Read: the root directory held open, so
+// that every file is opened relative to it (openat) without building and
+// walking the root's own path again, and scratch buffers reused by every
+// file and directory read. Files are read with plain open/read/close system
+// calls: sysfs and procfs attributes are read hundreds of times per
+// snapshot, and os.Open's extra fcntl calls and netpoller registration
+// (epoll_ctl, which fails for regular files) would triple the cost.
+//
+// A reader is used by one goroutine and closed when its Read ends.
+type reader struct {
+	FS
+	dir   int    // the root directory, O_PATH
+	buf   []byte // file contents; valid until the next read
+	dents []byte // getdents64 records
 }
 
-// maxSmallFile bounds readSmall; sysfs attributes are at most a page.
-const maxSmallFile = 1 << 20
-
-// readSmall reads a small file with plain open/read/close system calls:
-// sysfs and procfs attributes are read hundreds of times per snapshot, and
-// os.ReadFile's extra fstat and poller registration double the cost.
-func readSmall(path string) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+// newReader opens f's root for one Read.
+func (f FS) newReader() (*reader, error) {
+	fd, err := unix.Open(f.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		return nil, fmt.Errorf("platform: root %s: %w", f.root, &fs.PathError{Op: "open", Path: f.root, Err: err})
+	}
+	return &reader{FS: f, dir: fd, buf: make([]byte, 0, 4096)}, nil
+}
+
+// close releases the root directory.
+func (r *reader) close() {
+	unix.Close(r.dir)
+}
+
+// maxSmallFile bounds readFileAt; sysfs attributes are at most a page,
+// proc/interrupts of a big machine some hundreds of KiB.
+const maxSmallFile = 16 << 20
+
+// openAt opens name below the directory dirfd, retrying on EINTR.
+func openAt(dirfd int, name string, flags int) (int, error) {
+	for {
+		fd, err := unix.Openat(dirfd, name, flags|unix.O_CLOEXEC, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return -1, &fs.PathError{Op: "open", Path: name, Err: err}
+		}
+		return fd, nil
+	}
+}
+
+// readFileAt reads the whole file name below the directory dirfd into the
+// reader's buffer. The bytes are valid until the next read.
+func (r *reader) readFileAt(dirfd int, name string) ([]byte, error) {
+	fd, err := openAt(dirfd, name, unix.O_RDONLY)
+	if err != nil {
+		return nil, err
 	}
 	defer unix.Close(fd)
-	var stack [512]byte
-	buf := stack[:0]
+	buf := r.buf[:0]
 	for {
 		if len(buf) == cap(buf) {
 			if cap(buf) >= maxSmallFile {
-				return nil, &fs.PathError{Op: "read", Path: path, Err: errors.New("file too large")}
+				r.buf = buf
+				return nil, &fs.PathError{Op: "read", Path: name, Err: errors.New("file too large")}
 			}
 			nb := make([]byte, len(buf), 2*cap(buf))
 			copy(nb, buf)
@@ -79,42 +116,195 @@ func readSmall(path string) ([]byte, error) {
 			continue
 		}
 		if err != nil {
-			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+			r.buf = buf
+			return nil, &fs.PathError{Op: "read", Path: name, Err: err}
 		}
 		if n == 0 {
-			return append([]byte(nil), buf...), nil
+			r.buf = buf
+			return buf, nil
 		}
 		buf = buf[:len(buf)+n]
 	}
 }
 
-// linkBase returns the last element of a symlink's target, without
-// resolving it ("../../../c080000.ethernet" -> "c080000.ethernet").
-func (f FS) linkBase(rel string) (string, error) {
-	t, err := os.Readlink(f.Path(rel))
+// readFile reads the file rel below the root; see readFileAt.
+func (r *reader) readFile(rel string) ([]byte, error) { return r.readFileAt(r.dir, rel) }
+
+// trimNewlines drops trailing newlines.
+func trimNewlines(b []byte) []byte {
+	for len(b) > 0 && b[len(b)-1] == '\n' {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// readStringAt reads a small file below dirfd and trims the trailing
+// newline(s).
+func (r *reader) readStringAt(dirfd int, name string) (string, error) {
+	b, err := r.readFileAt(dirfd, name)
+	if err != nil {
+		return "", err
+	}
+	return string(trimNewlines(b)), nil
+}
+
+// readString reads a small file below the root and trims the trailing
+// newline(s).
+func (r *reader) readString(rel string) (string, error) { return r.readStringAt(r.dir, rel) }
+
+// readIntAt reads a file below dirfd holding one decimal integer.
+func (r *reader) readIntAt(dirfd int, name string) (int, error) {
+	b, err := r.readFileAt(dirfd, name)
+	if err != nil {
+		return 0, err
+	}
+	b = trimNewlines(b)
+	n, ok := atoiBytes(b)
+	if !ok {
+		s := string(b)
+		var err error
+		if n, err = strconv.Atoi(s); err != nil {
+			return 0, &fs.PathError{Op: "parse", Path: name, Err: errors.New("not an integer: " + strconv.Quote(s))}
+		}
+	}
+	return n, nil
+}
+
+// readInt reads a file below the root holding one decimal integer.
+func (r *reader) readInt(rel string) (int, error) { return r.readIntAt(r.dir, rel) }
+
+// atoiBytes parses an optionally signed decimal of at most 18 digits as
+// strconv.Atoi does, without allocating; false means "not parsed here".
+func atoiBytes(b []byte) (int, bool) {
+	neg := false
+	if len(b) > 0 && (b[0] == '-' || b[0] == '+') {
+		neg = b[0] == '-'
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+// openDirAt opens the directory name below dirfd for listing and for
+// opening files relative to it; the caller closes it.
+func openDirAt(dirfd int, name string) (int, error) {
+	return openAt(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY)
+}
+
+// dirNames lists the open directory fd's entry names (without "." and
+// ".."), sorted by name.
+func (r *reader) dirNames(fd int, name string) ([]string, error) {
+	if r.dents == nil {
+		r.dents = make([]byte, 8192)
+	}
+	var names []string
+	for {
+		n, err := unix.Getdents(fd, r.dents)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "readdirent", Path: name, Err: err}
+		}
+		if n <= 0 {
+			break
+		}
+		_, _, names = unix.ParseDirent(r.dents[:n], -1, names)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// readDirNamesAt lists the directory name below dirfd, sorted by name.
+func (r *reader) readDirNamesAt(dirfd int, name string) ([]string, error) {
+	fd, err := openDirAt(dirfd, name)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	return r.dirNames(fd, name)
+}
+
+// readDirNames lists the directory rel below the root, sorted by name.
+func (r *reader) readDirNames(rel string) ([]string, error) { return r.readDirNamesAt(r.dir, rel) }
+
+// readlinkAt returns the target of the symlink name below dirfd.
+func readlinkAt(dirfd int, name string) (string, error) {
+	var stack [256]byte
+	buf := stack[:]
+	for {
+		n, err := unix.Readlinkat(dirfd, name, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return "", &fs.PathError{Op: "readlink", Path: name, Err: err}
+		}
+		if n < len(buf) {
+			return string(buf[:n]), nil
+		}
+		if len(buf) >= 1<<16 {
+			return "", &fs.PathError{Op: "readlink", Path: name, Err: errors.New("target too long")}
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// linkBaseAt returns the last element of the target of the symlink name
+// below dirfd, without resolving it ("../../../c080000.ethernet" ->
+// "c080000.ethernet").
+func linkBaseAt(dirfd int, name string) (string, error) {
+	t, err := readlinkAt(dirfd, name)
 	if err != nil {
 		return "", err
 	}
 	return filepath.Base(t), nil
 }
 
+// linkBase is linkBaseAt below the root.
+func (r *reader) linkBase(rel string) (string, error) { return linkBaseAt(r.dir, rel) }
+
 // resolveLink returns where the symlink rel points, relative to the root,
 // joining its relative target lexically to rel's directory (sysfs links are
 // relative and point into real directories, so no further link is walked).
 // It fails for absolute targets and for targets that leave the root.
-func (f FS) resolveLink(rel string) (string, error) {
-	t, err := os.Readlink(f.Path(rel))
+func (r *reader) resolveLink(rel string) (string, error) {
+	t, err := readlinkAt(r.dir, rel)
 	if err != nil {
 		return "", err
 	}
+	return joinLink(rel, t)
+}
+
+// joinLink joins the target t of the symlink rel to rel's directory; see
+// resolveLink.
+func joinLink(rel, t string) (string, error) {
 	if filepath.IsAbs(t) {
 		return "", fmt.Errorf("%s: absolute link target %q", rel, t)
 	}
-	r := filepath.ToSlash(filepath.Join(filepath.Dir(filepath.FromSlash(rel)), t))
-	if r == ".." || strings.HasPrefix(r, "../") || r == "." {
+	res := filepath.ToSlash(filepath.Join(filepath.Dir(filepath.FromSlash(rel)), t))
+	if res == ".." || strings.HasPrefix(res, "../") || res == "." {
 		return "", fmt.Errorf("%s: link leaves the root", rel)
 	}
-	return r, nil
+	return res, nil
+}
+
+// statExists reports whether rel exists (without following a final link).
+func (r *reader) statExists(rel string) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(r.dir, rel, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
 }
 
 // gaps collects what could not be read during one Read.

@@ -2,11 +2,11 @@ package platform
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"strings"
 )
 
@@ -26,7 +26,7 @@ const (
 	deviceTreeDir  = "proc/device-tree"
 )
 
-func (f FS) readIdentity(g *gaps) Identity {
+func (f *reader) readIdentity(g *gaps) Identity {
 	var id Identity
 	var err error
 	if id.Board, err = f.readString(boardNamePath); err != nil {
@@ -35,17 +35,16 @@ func (f FS) readIdentity(g *gaps) Identity {
 	if id.Model, err = f.readString(modelPath); err != nil {
 		g.add(modelPath, err)
 	}
-	if fh, err := os.Open(f.Path(releasePath)); err != nil {
+	if b, err := f.readFile(releasePath); err != nil {
 		g.add(releasePath, err)
 	} else {
-		vars, perr := parseShellAssignments(fh)
-		fh.Close()
+		vars, perr := parseShellAssignments(bytes.NewReader(b))
 		if perr != nil {
 			g.add(releasePath, perr)
 		}
 		id.Target = vars["DISTRIB_TARGET"]
 	}
-	b, err := os.ReadFile(f.Path(compatiblePath))
+	b, err := f.readFile(compatiblePath)
 	switch {
 	case err == nil:
 		id.Compatible = parseCompatible(b)

@@ -1,11 +1,9 @@
 package platform
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,19 +35,41 @@ const maxIRQLine = 1 << 20
 // skipped and reported in the returned error (joined), alongside the rows
 // that could; a missing header is an error with no rows.
 func parseInterrupts(r io.Reader) ([]IRQ, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), maxIRQLine)
-	if !sc.Scan() {
-		if err := sc.Err(); err != nil {
-			return nil, fmt.Errorf("interrupts: %w", err)
-		}
+	b, err := io.ReadAll(io.LimitReader(r, maxSmallFile))
+	if err != nil {
+		return nil, fmt.Errorf("interrupts: %w", err)
+	}
+	return parseInterruptsText(string(b))
+}
+
+// nextLine splits text after its first line, as bufio.ScanLines does: the
+// line without its "\n" or "\r\n"; ok is false at the end of text.
+func nextLine(text string) (line, rest string, ok bool) {
+	if text == "" {
+		return "", "", false
+	}
+	line, rest, found := strings.Cut(text, "\n")
+	if found {
+		line = strings.TrimSuffix(line, "\r")
+	}
+	return line, rest, true
+}
+
+// parseInterruptsText is parseInterrupts on the file's contents; rows are
+// substrings of text, so only what a row keeps is allocated.
+func parseInterruptsText(text string) ([]IRQ, error) {
+	first, text, ok := nextLine(text)
+	if !ok {
 		return nil, errors.New("interrupts: empty")
 	}
-	header := strings.Fields(sc.Text())
+	if len(first) > maxIRQLine {
+		return nil, errors.New("interrupts: header line too long")
+	}
+	header := strings.Fields(first)
 	ncols := 0
 	for _, h := range header {
 		if !strings.HasPrefix(h, "CPU") {
-			return nil, fmt.Errorf("interrupts: header %q: not CPU columns", sc.Text())
+			return nil, fmt.Errorf("interrupts: header %q: not CPU columns", first)
 		}
 		ncols++
 	}
@@ -60,9 +80,17 @@ func parseInterrupts(r io.Reader) ([]IRQ, error) {
 	var errs []error
 	seen := map[int]bool{}
 	line := 1
-	for sc.Scan() {
+	for {
+		var row string
+		if row, text, ok = nextLine(text); !ok {
+			break
+		}
 		line++
-		irq, ok, err := parseInterruptRow(sc.Text(), ncols)
+		if len(row) > maxIRQLine {
+			errs = append(errs, fmt.Errorf("interrupts line %d: line too long", line))
+			break
+		}
+		irq, ok, err := parseInterruptRow(row, ncols)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("interrupts line %d: %w", line, err))
 			continue
@@ -72,9 +100,6 @@ func parseInterrupts(r io.Reader) ([]IRQ, error) {
 		}
 		seen[irq.Number] = true
 		irqs = append(irqs, irq)
-	}
-	if err := sc.Err(); err != nil {
-		errs = append(errs, fmt.Errorf("interrupts line %d: %w", line+1, err))
 	}
 	sort.Slice(irqs, func(a, b int) bool { return irqs[a].Number < irqs[b].Number })
 	return irqs, errors.Join(errs...)
@@ -142,14 +167,13 @@ func parseInterruptRow(text string, ncols int) (IRQ, bool, error) {
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 // readIRQs reads proc/interrupts and each IRQ's smp_affinity.
-func (f FS) readIRQs(g *gaps) []IRQ {
-	fh, err := os.Open(f.Path(interruptsPath))
+func (f *reader) readIRQs(g *gaps) []IRQ {
+	b, err := f.readFile(interruptsPath)
 	if err != nil {
 		g.add(interruptsPath, err)
 		return []IRQ{}
 	}
-	irqs, perr := parseInterrupts(fh)
-	fh.Close()
+	irqs, perr := parseInterruptsText(string(b))
 	if perr != nil {
 		g.add(interruptsPath, perr)
 	}

@@ -1,18 +1,19 @@
 package platform
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Processes, from proc/PID (Documentation/filesystems/proc.rst, fs/proc/
@@ -55,43 +56,124 @@ func parseStat(r io.Reader) (procStat, error) {
 	if err != nil {
 		return procStat{}, err
 	}
+	f, err := scanStat(b)
+	if err != nil {
+		return procStat{}, err
+	}
+	return procStat{PID: f.pid, Comm: string(f.comm), State: string(f.state), Flags: f.flags}, nil
+}
+
+// statFields are the fields of proc/PID/stat this package uses, the byte
+// slices pointing into the file's contents.
+type statFields struct {
+	pid   int
+	comm  []byte
+	state []byte
+	flags uint64
+}
+
+// scanStat is parseStat on the file's bytes, without allocating.
+func scanStat(b []byte) (statFields, error) {
 	open := bytes.IndexByte(b, '(')
 	closing := bytes.LastIndexByte(b, ')')
 	if open < 0 || closing < open {
-		return procStat{}, errors.New("stat: no (comm) field")
+		return statFields{}, errors.New("stat: no (comm) field")
 	}
-	var st procStat
-	if st.PID, err = strconv.Atoi(strings.TrimSpace(string(b[:open]))); err != nil {
-		return procStat{}, fmt.Errorf("stat: bad pid %q", b[:open])
+	var st statFields
+	pid, ok := atoiBytes(bytes.TrimSpace(b[:open]))
+	if !ok {
+		return statFields{}, fmt.Errorf("stat: bad pid %q", b[:open])
 	}
-	st.Comm = string(b[open+1 : closing])
-	fields := strings.Fields(string(b[closing+1:]))
+	st.pid = pid
+	st.comm = b[open+1 : closing]
 	// state ppid pgrp session tty_nr tpgid flags
-	if len(fields) < 7 {
-		return procStat{}, fmt.Errorf("stat: %d fields after comm, want at least 7", len(fields))
+	rest := b[closing+1:]
+	var field []byte
+	for n := 0; n < 7; n++ {
+		field, rest = nextField(rest)
+		if field == nil {
+			return statFields{}, fmt.Errorf("stat: %d fields after comm, want at least 7", n)
+		}
+		if n == 0 {
+			st.state = field
+		}
 	}
-	st.State = fields[0]
-	if st.Flags, err = strconv.ParseUint(fields[6], 10, 64); err != nil {
-		return procStat{}, fmt.Errorf("stat: bad flags %q", fields[6])
+	flags, ok := parseUintBytes(field)
+	if !ok {
+		return statFields{}, fmt.Errorf("stat: bad flags %q", field)
 	}
+	st.flags = flags
 	return st, nil
+}
+
+// nextField returns the first space-separated field of b and the rest; the
+// field is nil when b holds only white space.
+func nextField(b []byte) (field, rest []byte) {
+	i := 0
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	if i == len(b) {
+		return nil, nil
+	}
+	j := i
+	for j < len(b) && !isSpace(b[j]) {
+		j++
+	}
+	return b[i:j], b[j:]
+}
+
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
+}
+
+// parseUintBytes parses a decimal uint64 as strconv.ParseUint(s, 10, 64)
+// does (no sign, no underscores), without allocating.
+func parseUintBytes(b []byte) (uint64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if n > (1<<64-1-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	return n, true
 }
 
 // parseCpusAllowedList returns the Cpus_allowed_list value of
 // proc/PID/status (fs/proc/array.c task_cpus_allowed).
 func parseCpusAllowedList(r io.Reader) (string, error) {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "Cpus_allowed_list:"); ok {
-			v = strings.TrimSpace(v)
-			if _, err := ParseCPUList(v); err != nil {
+	b, err := io.ReadAll(io.LimitReader(r, maxSmallFile))
+	if err != nil {
+		return "", err
+	}
+	return cpusAllowedList(b)
+}
+
+// cpusAllowedList is parseCpusAllowedList on the file's bytes.
+func cpusAllowedList(b []byte) (string, error) {
+	const key = "Cpus_allowed_list:"
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if v, ok := bytes.CutPrefix(line, []byte(key)); ok {
+			s := string(bytes.TrimSpace(v))
+			if _, err := ParseCPUList(s); err != nil {
 				return "", fmt.Errorf("status: Cpus_allowed_list: %w", err)
 			}
-			return v, nil
+			return s, nil
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return "", err
 	}
 	return "", errors.New("status: no Cpus_allowed_list line")
 }
@@ -115,105 +197,100 @@ func parseNAPIName(comm string) (owner string, id int, ok bool) {
 }
 
 // readProcesses scans proc/[0-9]* for threaded NAPI kernel threads and the
-// user processes of interest. Processes that exit during the scan are
-// skipped silently; that is not a gap.
-func (f FS) readProcesses(ctx context.Context, g *gaps) ([]NAPIThread, []string) {
-	names, err := readDirNames(f.Path(procDir))
+// user processes of interest. One read of proc/PID/stat gives both the name
+// and the flags; proc/PID/status is read only for NAPI kernel threads.
+// Processes that exit during the scan are skipped silently; that is not a
+// gap.
+func (f *reader) readProcesses(ctx context.Context, g *gaps) ([]NAPIThread, []string) {
+	pfd, err := openDirAt(f.dir, procDir)
+	if err != nil {
+		g.add(procDir, err)
+		return nil, nil
+	}
+	defer unix.Close(pfd)
+	names, err := f.dirNames(pfd, procDir)
 	if err != nil {
 		g.add(procDir, err)
 		return nil, nil
 	}
 	threads := []NAPIThread{}
-	procSet := map[string]bool{}
+	var procs []string
 	for i, n := range names {
 		if i%256 == 0 && ctx.Err() != nil {
 			g.add(procDir, ctx.Err())
 			break
 		}
-		pid, err := strconv.Atoi(n)
-		if err != nil || pid <= 0 {
+		if n == "" || !isDigit(n[0]) {
 			continue
 		}
-		dir := procDir + "/" + n
-		comm, err := f.readString(dir + "/comm")
+		pid, ok := atoiBytes([]byte(n))
+		if !ok || pid <= 0 {
+			continue
+		}
+		b, err := f.readFileAt(pfd, n+"/stat")
 		if err != nil {
 			if !vanished(err) {
-				g.add(dir+"/comm", err)
+				g.add(procDir+"/"+n+"/stat", err)
 			}
 			continue
 		}
-		isNAPI := strings.HasPrefix(comm, napiPrefix)
-		if !isNAPI && !processOfInterest(comm) {
+		// A name that is neither napi/... nor of interest is skipped before
+		// the rest of the line is parsed.
+		comm := statComm(b)
+		isNAPI := bytes.HasPrefix(comm, []byte(napiPrefix))
+		if !isNAPI && !processOfInterest(string(comm)) {
 			continue
 		}
-		st, err := f.readStat(dir + "/stat")
+		st, err := scanStat(b)
 		if err != nil {
-			if !vanished(err) {
-				g.add(dir+"/stat", err)
-			}
+			g.add(procDir+"/"+n+"/stat", &fs.PathError{Op: "parse", Path: procDir + "/" + n + "/stat", Err: err})
 			continue
 		}
-		kthread := st.Flags&pfKthread != 0
+		kthread := st.flags&pfKthread != 0
 		if !isNAPI {
-			if !kthread {
-				procSet[comm] = true
+			if !kthread && !slices.Contains(procs, string(st.comm)) {
+				procs = append(procs, string(st.comm))
 			}
 			continue
 		}
 		if !kthread {
 			continue // a user process calling itself napi/...: never ours
 		}
-		owner, id, _ := parseNAPIName(comm)
-		t := NAPIThread{PID: pid, Name: comm, Owner: owner, NAPIID: id}
-		if t.CPUs, err = f.readCpusAllowed(dir + "/status"); err != nil {
+		name := string(st.comm)
+		owner, id, _ := parseNAPIName(name)
+		t := NAPIThread{PID: pid, Name: name, Owner: owner, NAPIID: id}
+		if b, err = f.readFileAt(pfd, n+"/status"); err == nil {
+			if t.CPUs, err = cpusAllowedList(b); err != nil {
+				err = &fs.PathError{Op: "parse", Path: procDir + "/" + n + "/status", Err: err}
+			}
+		}
+		if err != nil {
 			if vanished(err) {
 				continue
 			}
-			g.add(dir+"/status", err)
+			g.add(procDir+"/"+n+"/status", err)
 		}
 		threads = append(threads, t)
 	}
 	sort.Slice(threads, func(a, b int) bool { return threads[a].PID < threads[b].PID })
-	procs := make([]string, 0, len(procSet))
-	for p := range procSet {
-		procs = append(procs, p)
-	}
 	sort.Strings(procs)
-	if len(procs) == 0 {
-		procs = nil
-	}
 	return threads, procs
+}
+
+// statComm returns the comm field of proc/PID/stat's bytes (between the
+// first '(' and the last ')'), or nil.
+func statComm(b []byte) []byte {
+	open := bytes.IndexByte(b, '(')
+	closing := bytes.LastIndexByte(b, ')')
+	if open < 0 || closing < open {
+		return nil
+	}
+	return b[open+1 : closing]
 }
 
 // vanished reports an error that means the process has exited.
 func vanished(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH)
-}
-
-func (f FS) readStat(rel string) (procStat, error) {
-	fh, err := os.Open(f.Path(rel))
-	if err != nil {
-		return procStat{}, err
-	}
-	defer fh.Close()
-	st, err := parseStat(fh)
-	if err != nil {
-		return procStat{}, &fs.PathError{Op: "parse", Path: rel, Err: err}
-	}
-	return st, nil
-}
-
-func (f FS) readCpusAllowed(rel string) (string, error) {
-	fh, err := os.Open(f.Path(rel))
-	if err != nil {
-		return "", err
-	}
-	defer fh.Close()
-	v, err := parseCpusAllowedList(fh)
-	if err != nil {
-		return "", &fs.PathError{Op: "parse", Path: rel, Err: err}
-	}
-	return v, nil
 }
 
 // mtkEthDriver is the driver whose NAPI threads are named napi/mtk_eth-N

@@ -3,10 +3,11 @@ package platform
 import (
 	"errors"
 	"io/fs"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Network devices, from sys/class/net (Documentation/ABI/testing/
@@ -26,8 +27,8 @@ const classNetDir = "sys/class/net"
 
 // readDevices reads every netdev listed in sys/class/net, ordered by name.
 // Device names come from that listing only.
-func (f FS) readDevices(g *gaps) []Device {
-	names, err := readDirNames(f.Path(classNetDir))
+func (f *reader) readDevices(g *gaps) []Device {
+	names, err := f.readDirNames(classNetDir)
 	if err != nil {
 		g.add(classNetDir, err)
 		return nil
@@ -48,7 +49,7 @@ const kindPending = ""
 
 // readDevice reads one netdev; the bool says whether it has a `device` link
 // (even one that does not resolve).
-func (f FS) readDevice(name string, g *gaps) (Device, bool) {
+func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
 	dir := classNetDir + "/" + name
 	// Read below the real device directory: one symlink less to walk per
 	// file. Gaps still name the sys/class/net path a user knows.
@@ -57,28 +58,56 @@ func (f FS) readDevice(name string, g *gaps) (Device, bool) {
 		real = r
 	}
 	d := Device{Name: name, RxQueues: []RxQueue{}, TxQueues: []TxQueue{}}
+	// Files are opened relative to the device directory held open (at
+	// base ""); when it cannot be opened, relative to the root (at base
+	// real/), so that each file still gets its own gap.
+	at, base := f.dir, real+"/"
+	devfd, derr := openDirAt(f.dir, real)
+	if derr == nil {
+		defer unix.Close(devfd)
+		at, base = devfd, ""
+	}
 	var err error
-	if d.Ifindex, err = f.readInt(real + "/ifindex"); err != nil {
+	if d.Ifindex, err = f.readIntAt(at, base+"ifindex"); err != nil {
 		g.add(dir+"/ifindex", err)
 	}
-	if d.OperState, err = f.readString(real + "/operstate"); err != nil {
+	if d.OperState, err = f.readStringAt(at, base+"operstate"); err != nil {
 		g.add(dir+"/operstate", err)
 	}
-	if s, err := f.readString(real + "/threaded"); err == nil {
+	if b, err := f.readFileAt(at, base+"threaded"); err == nil {
 		// "0"/"1"; newer kernels may print other non-zero modes.
-		d.Threaded = s != "" && s != "0" && s != "disabled"
+		s := trimNewlines(b)
+		d.Threaded = len(s) != 0 && string(s) != "0" && string(s) != "disabled"
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		g.add(dir+"/threaded", err)
 	}
-
-	entries, err := readDirNames(f.Path(real))
+	if derr != nil {
+		g.add(dir, derr)
+		return d, false
+	}
+	entries, err := f.dirNames(devfd, real)
 	if err != nil {
 		g.add(dir, err)
 		return d, false
 	}
-	has := map[string]bool{}
+	var hasPhy, hasDevice, hasBridge, hasDSA, hasMaster, hasBrport, hasQueues bool
 	for _, e := range entries {
-		has[e] = true
+		switch e {
+		case "phy80211":
+			hasPhy = true
+		case "device":
+			hasDevice = true
+		case "bridge":
+			hasBridge = true
+		case "dsa":
+			hasDSA = true
+		case "master":
+			hasMaster = true
+		case "brport":
+			hasBrport = true
+		case "queues":
+			hasQueues = true
+		}
 		if l, ok := strings.CutPrefix(e, "lower_"); ok && l != "" {
 			d.Lowers = append(d.Lowers, l)
 		}
@@ -86,89 +115,103 @@ func (f FS) readDevice(name string, g *gaps) (Device, bool) {
 			d.Uppers = append(d.Uppers, u)
 		}
 	}
-	if has["phy80211"] {
-		if d.Phy, err = f.readString(real + "/phy80211/name"); err != nil {
+	if hasPhy {
+		if d.Phy, err = f.readStringAt(devfd, "phy80211/name"); err != nil {
 			g.add(dir+"/phy80211/name", err)
 		}
-		if d.PhyIndex, err = f.readInt(real + "/phy80211/index"); err != nil {
+		if d.PhyIndex, err = f.readIntAt(devfd, "phy80211/index"); err != nil {
 			g.add(dir+"/phy80211/index", err)
 		}
 		if d.Phy == "" {
 			// Keep the wifi kind even when the phy files are unreadable.
-			d.Phy, _ = f.linkBase(real + "/phy80211")
+			d.Phy, _ = linkBaseAt(devfd, "phy80211")
 		}
 	}
-	if has["device"] {
-		if d.BusDevice, err = f.resolveLink(real + "/device"); err != nil {
+	if hasDevice {
+		if t, err := readlinkAt(devfd, "device"); err != nil {
+			g.add(dir+"/device", err)
+		} else if d.BusDevice, err = joinLink(real+"/device", t); err != nil {
 			g.add(dir+"/device", err)
 		}
-		if drv, err := f.linkBase(real + "/device/driver"); err == nil {
+		if drv, err := linkBaseAt(devfd, "device/driver"); err == nil {
 			d.Driver = drv
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			g.add(dir+"/device/driver", err)
 		}
 	}
-	if has["bridge"] {
+	if hasBridge {
 		d.Kind = KindBridge
-		ports, err := readDirNames(f.Path(real + "/brif"))
+		ports, err := f.readDirNamesAt(devfd, "brif")
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			g.add(dir+"/brif", err)
 		}
 		d.BridgePorts = ports
 	}
-	if has["dsa"] {
-		if d.DSATagging, err = f.readString(real + "/dsa/tagging"); err != nil {
+	if hasDSA {
+		if d.DSATagging, err = f.readStringAt(devfd, "dsa/tagging"); err != nil {
 			g.add(dir+"/dsa/tagging", err)
 		}
 	}
-	if has["master"] {
-		if m, err := f.linkBase(real + "/master"); err == nil {
+	if hasMaster {
+		if m, err := linkBaseAt(devfd, "master"); err == nil {
 			d.Master = m
 		} else {
 			g.add(dir+"/master", err)
 		}
-	} else if has["brport"] {
-		if m, err := f.linkBase(real + "/brport/bridge"); err == nil {
+	} else if hasBrport {
+		if m, err := linkBaseAt(devfd, "brport/bridge"); err == nil {
 			d.Master = m
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			g.add(dir+"/brport/bridge", err)
 		}
 	}
-	if has["queues"] {
-		d.RxQueues, d.TxQueues = f.readQueues(real+"/queues", dir+"/queues", g)
+	if hasQueues {
+		d.RxQueues, d.TxQueues = f.readQueues(devfd, dir+"/queues", g)
 	} else {
 		g.add(dir+"/queues", fs.ErrNotExist)
 	}
-	return d, has["device"]
+	return d, hasDevice
 }
 
-// readQueues reads queues/rx-N and tx-N below real, ordered by N; gaps
-// are named below dir.
-func (f FS) readQueues(real, dir string, g *gaps) ([]RxQueue, []TxQueue) {
-	rx, tx := []RxQueue{}, []TxQueue{}
-	names, err := readDirNames(f.Path(real))
+// readQueues reads queues/rx-N and tx-N below the device directory devfd,
+// ordered by N; gaps are named below dir.
+func (f *reader) readQueues(devfd int, dir string, g *gaps) ([]RxQueue, []TxQueue) {
+	qfd, err := openDirAt(devfd, "queues")
 	if err != nil {
 		g.add(dir, err)
-		return rx, tx
+		return []RxQueue{}, []TxQueue{}
 	}
+	defer unix.Close(qfd)
+	names, err := f.dirNames(qfd, dir)
+	if err != nil {
+		g.add(dir, err)
+		return []RxQueue{}, []TxQueue{}
+	}
+	nrx := 0
+	for _, n := range names {
+		if strings.HasPrefix(n, "rx-") {
+			nrx++
+		}
+	}
+	rx, tx := make([]RxQueue, 0, nrx), make([]TxQueue, 0, len(names)-nrx)
 	for _, n := range names {
 		if i, ok := queueIndex(n, "rx-"); ok {
 			q := RxQueue{Index: i, Name: n}
 			var err error
-			if q.RPSCPUs, err = f.readString(real + "/" + n + "/rps_cpus"); err != nil {
+			if q.RPSCPUs, err = f.readStringAt(qfd, n+"/rps_cpus"); err != nil {
 				g.add(dir+"/"+n+"/rps_cpus", err)
 			}
-			if q.RPSFlowCnt, err = f.readInt(real + "/" + n + "/rps_flow_cnt"); err != nil {
+			if q.RPSFlowCnt, err = f.readIntAt(qfd, n+"/rps_flow_cnt"); err != nil {
 				g.add(dir+"/"+n+"/rps_flow_cnt", err)
 			}
 			rx = append(rx, q)
 		} else if i, ok := queueIndex(n, "tx-"); ok {
 			q := TxQueue{Index: i, Name: n}
 			var err error
-			if q.XPSCPUs, err = f.readString(real + "/" + n + "/xps_cpus"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if q.XPSCPUs, err = f.readStringAt(qfd, n+"/xps_cpus"); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				g.add(dir+"/"+n+"/xps_cpus", err)
 			}
-			if q.XPSRxQs, err = f.readString(real + "/" + n + "/xps_rxqs"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if q.XPSRxQs, err = f.readStringAt(qfd, n+"/xps_rxqs"); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				g.add(dir+"/"+n+"/xps_rxqs", err)
 			}
 			tx = append(tx, q)
@@ -235,12 +278,6 @@ func busBase(d *Device) string {
 	}
 	i := strings.LastIndexByte(d.BusDevice, '/')
 	return d.BusDevice[i+1:]
-}
-
-// statExists reports whether rel exists (without following a final link).
-func (f FS) statExists(rel string) bool {
-	_, err := os.Lstat(f.Path(rel))
-	return err == nil
 }
 
 // itoa is strconv.Itoa, short for path building.

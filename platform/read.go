@@ -27,6 +27,16 @@ func (f FS) Read(ctx context.Context) (*Snapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("platform: read %s: %w", f.root, err)
 	}
+	r, err := f.newReader()
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	return r.read(ctx)
+}
+
+// read is one Read through r.
+func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 	var g gaps
 	s := &Snapshot{Root: f.root}
 	s.CPUs = f.readCPUs(&g)

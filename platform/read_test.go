@@ -556,8 +556,18 @@ func TestGapsNotFatal(t *testing.T) {
 				t.Errorf("unverifiable thread kept: %+v", s.NAPIThreads)
 			}
 		}},
-		{"vanished process", rm("proc/302/comm"), "", func(t *testing.T, s *Snapshot) {
+		{"vanished process", rm("proc/302/stat"), "", func(t *testing.T, s *Snapshot) {
 			if len(s.NAPIThreads) != 3 {
+				t.Errorf("threads %+v", s.NAPIThreads)
+			}
+		}},
+		{"vanished after stat", rm("proc/303/status"), "", func(t *testing.T, s *Snapshot) {
+			if len(s.NAPIThreads) != 3 || s.NAPIThreads[2].PID != 302 {
+				t.Errorf("threads %+v", s.NAPIThreads)
+			}
+		}},
+		{"comm file not needed", rm("proc/300/comm"), "", func(t *testing.T, s *Snapshot) {
+			if len(s.NAPIThreads) != 4 || s.NAPIThreads[0].Name != "napi/eth0-257" {
 				t.Errorf("threads %+v", s.NAPIThreads)
 			}
 		}},

@@ -1,13 +1,10 @@
 package platform
 
 import (
-	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"strconv"
-	"strings"
 )
 
 // Softnet counters, from proc/net/softnet_stat (net/core/net-procfs.c
@@ -25,54 +22,113 @@ const softnetPath = "proc/net/softnet_stat"
 // parseSoftnet parses proc/net/softnet_stat. A row with fewer than 9 fields
 // or a non-hex field is an error (rows before it are returned).
 func parseSoftnet(r io.Reader) ([]SoftnetStat, error) {
-	sc := bufio.NewScanner(r)
+	b, err := io.ReadAll(io.LimitReader(r, maxSmallFile))
+	if err != nil {
+		return []SoftnetStat{}, fmt.Errorf("softnet_stat: %w", err)
+	}
+	return parseSoftnetBytes(b)
+}
+
+// parseSoftnetBytes is parseSoftnet on the file's contents.
+func parseSoftnetBytes(b []byte) ([]SoftnetStat, error) {
 	stats := []SoftnetStat{}
-	for row := 0; sc.Scan(); row++ {
-		fields := strings.Fields(sc.Text())
-		if len(fields) == 0 {
-			row--
+	var vals [softnetColumns]uint64
+	row := 0
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		n := 0
+		for rest := line; ; n++ {
+			var fld []byte
+			if fld, rest = nextField(rest); fld == nil {
+				break
+			}
+			v, ok := parseHex32(fld)
+			if !ok {
+				if countFields(line) < 9 {
+					return stats, fmt.Errorf("softnet_stat row %d: %d columns, want at least 9", row, countFields(line))
+				}
+				return stats, fmt.Errorf("softnet_stat row %d column %d: bad hex %q", row, n+1, fld)
+			}
+			if n < len(vals) {
+				vals[n] = v
+			}
+		}
+		if n == 0 {
 			continue
 		}
-		if len(fields) < 9 {
-			return stats, fmt.Errorf("softnet_stat row %d: %d columns, want at least 9", row, len(fields))
-		}
-		vals := make([]uint64, len(fields))
-		for i, fld := range fields {
-			v, err := strconv.ParseUint(fld, 16, 32)
-			if err != nil {
-				return stats, fmt.Errorf("softnet_stat row %d column %d: bad hex %q", row, i+1, fld)
-			}
-			vals[i] = v
+		if n < 9 {
+			return stats, fmt.Errorf("softnet_stat row %d: %d columns, want at least 9", row, n)
 		}
 		s := SoftnetStat{CPU: row, Processed: vals[0], Dropped: vals[1], TimeSqueeze: vals[2]}
-		if len(vals) >= 10 {
+		if n >= 10 {
 			s.RPSReceived = vals[9]
 		}
-		if len(vals) >= 11 {
+		if n >= 11 {
 			s.FlowLimit = vals[10]
 		}
-		if len(vals) >= 13 {
+		if n >= 13 {
 			if vals[12] >= maxCPUs {
 				return stats, fmt.Errorf("softnet_stat row %d: cpu %d out of range", row, vals[12])
 			}
 			s.CPU = int(vals[12])
 		}
 		stats = append(stats, s)
-	}
-	if err := sc.Err(); err != nil {
-		return stats, fmt.Errorf("softnet_stat: %w", err)
+		row++
 	}
 	return stats, nil
 }
 
-func (f FS) readSoftnet(g *gaps) []SoftnetStat {
-	fh, err := os.Open(f.Path(softnetPath))
+// softnetColumns is how many leading columns parseSoftnetBytes keeps.
+const softnetColumns = 13
+
+// countFields counts the space-separated fields of b.
+func countFields(b []byte) int {
+	n := 0
+	for f, rest := nextField(b); f != nil; f, rest = nextField(rest) {
+		n++
+	}
+	return n
+}
+
+// parseHex32 parses hex digits into a value below 1<<32 as
+// strconv.ParseUint(s, 16, 32) does, without allocating.
+func parseHex32(b []byte) (uint64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		var d byte
+		switch {
+		case c >= '0' && c <= '9':
+			d = c - '0'
+		case c >= 'a' && c <= 'f':
+			d = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		n = n<<4 | uint64(d)
+		if n >= 1<<32 {
+			return 0, false
+		}
+	}
+	return n, true
+}
+
+func (f *reader) readSoftnet(g *gaps) []SoftnetStat {
+	b, err := f.readFile(softnetPath)
 	if err != nil {
 		g.add(softnetPath, err)
 		return []SoftnetStat{}
 	}
-	defer fh.Close()
-	s, err := parseSoftnet(fh)
+	s, err := parseSoftnetBytes(b)
 	if err != nil {
 		g.add(softnetPath, err)
 	}
@@ -85,7 +141,7 @@ const rpsSockFlowEntriesPath = "proc/sys/net/core/rps_sock_flow_entries"
 
 // readRPSSockFlowEntries returns the sysctl, or -1 when it is unreadable
 // (kernels without CONFIG_RPS have no such file).
-func (f FS) readRPSSockFlowEntries(g *gaps) int {
+func (f *reader) readRPSSockFlowEntries(g *gaps) int {
 	n, err := f.readInt(rpsSockFlowEntriesPath)
 	if err != nil {
 		g.add(rpsSockFlowEntriesPath, err)

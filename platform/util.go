@@ -1,26 +1,10 @@
 package platform
 
 import (
-	"os"
 	"sort"
 	"strconv"
 	"strings"
 )
-
-// readDirNames lists a directory's entry names, sorted by name.
-func readDirNames(dir string) ([]string, error) {
-	d, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
-	if err != nil {
-		return nil, err
-	}
-	sort.Strings(names)
-	return names, nil
-}
 
 func sortedInts(a []int) []int {
 	sort.Ints(a)
