@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"sort"
 	"sync"
@@ -68,7 +67,7 @@ type Options struct {
 	// Events receives packet_steering.applied; nil sends nothing.
 	Events Events
 	// Logger gets one line per apply and per failed call; nil logs nothing.
-	Logger *slog.Logger
+	Logger Logger
 	// EventTimeout bounds sending the event and the notification (default 2 s).
 	EventTimeout time.Duration
 }
@@ -127,13 +126,32 @@ func argSigs(policy []ArgPolicy) []ubus.ArgSig {
 	return out
 }
 
+// Logger is where an Object logs applies and failed calls: a message and
+// then key-value pairs, as log/slog's Logger methods take them (a
+// *slog.Logger is a Logger). The interface keeps log/slog out of programs
+// that do not use it.
+type Logger interface {
+	Debug(msg string, args ...any)
+	Info(msg string, args ...any)
+	Warn(msg string, args ...any)
+	Error(msg string, args ...any)
+}
+
+// discardLogger logs nothing.
+type discardLogger struct{}
+
+func (discardLogger) Debug(string, ...any) {}
+func (discardLogger) Info(string, ...any)  {}
+func (discardLogger) Warn(string, ...any)  {}
+func (discardLogger) Error(string, ...any) {}
+
 // Object is the packet_steering object. It is safe for concurrent use: the
 // broker connection serves calls concurrently and the engine serialises the
 // applies among them.
 type Object struct {
 	engine       Engine
 	events       Events
-	log          *slog.Logger
+	log          Logger
 	eventTimeout time.Duration
 	obj          *ubus.Object
 
@@ -146,7 +164,7 @@ type Object struct {
 func New(engine Engine, opts Options) *Object {
 	o := &Object{engine: engine, events: opts.Events, log: opts.Logger, eventTimeout: opts.EventTimeout}
 	if o.log == nil {
-		o.log = slog.New(slog.DiscardHandler)
+		o.log = discardLogger{}
 	}
 	if o.eventTimeout <= 0 {
 		o.eventTimeout = 2 * time.Second
@@ -343,11 +361,11 @@ func (o *Object) SetMode(ctx context.Context, req steering.SetModeRequest) (*ste
 }
 
 func (o *Object) logApply(reason string, res *steering.Result) {
-	lvl := slog.LevelInfo
+	logf := o.log.Info
 	if len(res.Failed) > 0 {
-		lvl = slog.LevelWarn
+		logf = o.log.Warn
 	}
-	o.log.Log(context.Background(), lvl, "applied", "reason", reason, "mode", string(res.Mode),
+	logf("applied", "reason", reason, "mode", string(res.Mode),
 		"changed", len(res.Changed), "unchanged", res.Unchanged, "failed", len(res.Failed),
 		"duration_us", res.DurationUS)
 	for _, f := range res.Failed {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"sync"
@@ -23,7 +21,7 @@ type daemonConfig struct {
 	// socket is the broker's socket ("" tries the default paths).
 	socket string
 	engine ubusobj.Engine
-	log    *slog.Logger
+	log    *lineLogger
 	// hup delivers SIGHUP: re-apply with reason "sighup".
 	hup <-chan os.Signal
 	// connectWait bounds how long the start apply waits for the broker, so
@@ -71,25 +69,6 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 		connectWait: 2 * time.Second,
 		drainWait:   30 * time.Second,
 	})
-}
-
-// newDaemonLogger logs plain lines to w (procd hands stderr to logd):
-// `level=INFO msg=applied reason=start changed=3 ...`, without a time stamp,
-// which syslog adds.
-func newDaemonLogger(w io.Writer, debug bool) *slog.Logger {
-	level := slog.LevelInfo
-	if debug {
-		level = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{
-		Level: level,
-		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-			if len(groups) == 0 && a.Key == slog.TimeKey {
-				return slog.Attr{}
-			}
-			return a
-		},
-	}))
 }
 
 // serveDaemon runs the daemon until ctx is done. It wakes only for calls,

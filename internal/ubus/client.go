@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 )
@@ -29,9 +28,31 @@ func WithBackoff(first, longest time.Duration) ClientOption {
 	}
 }
 
-// WithLogger sets where connection changes are logged (default: nowhere).
-func WithLogger(l *slog.Logger) ClientOption {
-	return func(c *Client) { c.log = l }
+// Logger is where a Client logs connection changes: a message and then
+// key-value pairs, as log/slog's Logger methods take them (a *slog.Logger
+// is a Logger). The interface keeps log/slog out of programs that do not
+// use it.
+type Logger interface {
+	Debug(msg string, args ...any)
+	Info(msg string, args ...any)
+	Warn(msg string, args ...any)
+}
+
+// discardLogger logs nothing.
+type discardLogger struct{}
+
+func (discardLogger) Debug(string, ...any) {}
+func (discardLogger) Info(string, ...any)  {}
+func (discardLogger) Warn(string, ...any)  {}
+
+// WithLogger sets where connection changes are logged (default: nowhere;
+// nil also logs nothing).
+func WithLogger(l Logger) ClientOption {
+	return func(c *Client) {
+		if l != nil {
+			c.log = l
+		}
+	}
 }
 
 // WithOnConnect sets a function called after each (re)connection, once every
@@ -49,7 +70,7 @@ type Client struct {
 	path       string
 	backoffMin time.Duration
 	backoffMax time.Duration
-	log        *slog.Logger
+	log        Logger
 	onConnect  func(context.Context, *Conn)
 
 	mu      sync.Mutex
@@ -61,7 +82,7 @@ type Client struct {
 // default paths, as Dial). Call Run to connect.
 func NewClient(path string, opts ...ClientOption) *Client {
 	c := &Client{path: path, backoffMin: 50 * time.Millisecond, backoffMax: time.Second,
-		log: slog.New(slog.DiscardHandler)}
+		log: discardLogger{}}
 	for _, o := range opts {
 		o(c)
 	}
