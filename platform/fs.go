@@ -93,8 +93,28 @@ func openAt(dirfd int, name string, flags int) (int, error) {
 }
 
 // readFileAt reads the whole file name below the directory dirfd into the
-// reader's buffer. The bytes are valid until the next read.
+// reader's buffer, reading until end of file. The bytes are valid until the
+// next read.
 func (r *reader) readFileAt(dirfd int, name string) ([]byte, error) {
+	return r.readFull(dirfd, name, false)
+}
+
+// readAttrAt is readFileAt for a file the kernel prints in one go: a sysfs
+// attribute (fs/kernfs/file.c: one ->show() into a buffer of at least a
+// page, then copied out), a procfs file made with single_open
+// (fs/seq_file.c: the one record is retried in a bigger buffer until it
+// fits) such as proc/PID/stat, status and proc/irq/N/smp_affinity, a sysctl,
+// or a regular file of a fixture root. For all of these a read that
+// returns less than was asked for has reached the end, so the extra read
+// that would return 0 is skipped. Multi-record seq files (proc/interrupts,
+// proc/net/softnet_stat) may return short reads before the end and must
+// use readFileAt.
+func (r *reader) readAttrAt(dirfd int, name string) ([]byte, error) {
+	return r.readFull(dirfd, name, true)
+}
+
+// readFull reads name below dirfd; with shortIsEOF a short read ends the file.
+func (r *reader) readFull(dirfd int, name string, shortIsEOF bool) ([]byte, error) {
 	fd, err := openAt(dirfd, name, unix.O_RDONLY)
 	if err != nil {
 		return nil, err
@@ -111,6 +131,7 @@ func (r *reader) readFileAt(dirfd int, name string) ([]byte, error) {
 			copy(nb, buf)
 			buf = nb
 		}
+		want := cap(buf) - len(buf)
 		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
 		if err == unix.EINTR {
 			continue
@@ -119,11 +140,11 @@ func (r *reader) readFileAt(dirfd int, name string) ([]byte, error) {
 			r.buf = buf
 			return nil, &fs.PathError{Op: "read", Path: name, Err: err}
 		}
-		if n == 0 {
+		buf = buf[:len(buf)+n]
+		if n == 0 || (shortIsEOF && n < want) {
 			r.buf = buf
 			return buf, nil
 		}
-		buf = buf[:len(buf)+n]
 	}
 }
 
@@ -138,10 +159,10 @@ func trimNewlines(b []byte) []byte {
 	return b
 }
 
-// readStringAt reads a small file below dirfd and trims the trailing
+// readStringAt reads an attribute (see readAttrAt) below dirfd and trims the trailing
 // newline(s).
 func (r *reader) readStringAt(dirfd int, name string) (string, error) {
-	b, err := r.readFileAt(dirfd, name)
+	b, err := r.readAttrAt(dirfd, name)
 	if err != nil {
 		return "", err
 	}
@@ -152,9 +173,10 @@ func (r *reader) readStringAt(dirfd int, name string) (string, error) {
 // newline(s).
 func (r *reader) readString(rel string) (string, error) { return r.readStringAt(r.dir, rel) }
 
-// readIntAt reads a file below dirfd holding one decimal integer.
+// readIntAt reads an attribute (see readAttrAt) below dirfd holding one
+// decimal integer.
 func (r *reader) readIntAt(dirfd int, name string) (int, error) {
-	b, err := r.readFileAt(dirfd, name)
+	b, err := r.readAttrAt(dirfd, name)
 	if err != nil {
 		return 0, err
 	}

@@ -227,7 +227,7 @@ func (f *reader) readProcesses(ctx context.Context, g *gaps) ([]NAPIThread, []st
 		if !ok || pid <= 0 {
 			continue
 		}
-		b, err := f.readFileAt(pfd, n+"/stat")
+		b, err := f.readAttrAt(pfd, n+"/stat")
 		if err != nil {
 			if !vanished(err) {
 				g.add(procDir+"/"+n+"/stat", err)
@@ -259,7 +259,7 @@ func (f *reader) readProcesses(ctx context.Context, g *gaps) ([]NAPIThread, []st
 		name := string(st.comm)
 		owner, id, _ := parseNAPIName(name)
 		t := NAPIThread{PID: pid, Name: name, Owner: owner, NAPIID: id}
-		if b, err = f.readFileAt(pfd, n+"/status"); err == nil {
+		if b, err = f.readAttrAt(pfd, n+"/status"); err == nil {
 			if t.CPUs, err = cpusAllowedList(b); err != nil {
 				err = &fs.PathError{Op: "parse", Path: procDir + "/" + n + "/status", Err: err}
 			}

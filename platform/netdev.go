@@ -51,18 +51,14 @@ const kindPending = ""
 // (even one that does not resolve).
 func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
 	dir := classNetDir + "/" + name
-	// Read below the real device directory: one symlink less to walk per
-	// file. Gaps still name the sys/class/net path a user knows.
-	real := dir
-	if r, err := f.resolveLink(dir); err == nil {
-		real = r
-	}
 	d := Device{Name: name, RxQueues: []RxQueue{}, TxQueues: []TxQueue{}}
 	// Files are opened relative to the device directory held open (at
-	// base ""); when it cannot be opened, relative to the root (at base
-	// real/), so that each file still gets its own gap.
-	at, base := f.dir, real+"/"
-	devfd, derr := openDirAt(f.dir, real)
+	// base ""), so the sys/class/net link is walked once; when it cannot
+	// be opened, relative to the root (at base dir/), so that each file
+	// still gets its own gap. Gaps name the sys/class/net path a user
+	// knows.
+	at, base := f.dir, dir+"/"
+	devfd, derr := openDirAt(f.dir, dir)
 	if derr == nil {
 		defer unix.Close(devfd)
 		at, base = devfd, ""
@@ -74,7 +70,7 @@ func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
 	if d.OperState, err = f.readStringAt(at, base+"operstate"); err != nil {
 		g.add(dir+"/operstate", err)
 	}
-	if b, err := f.readFileAt(at, base+"threaded"); err == nil {
+	if b, err := f.readAttrAt(at, base+"threaded"); err == nil {
 		// "0"/"1"; newer kernels may print other non-zero modes.
 		s := trimNewlines(b)
 		d.Threaded = len(s) != 0 && string(s) != "0" && string(s) != "disabled"
@@ -85,7 +81,7 @@ func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
 		g.add(dir, derr)
 		return d, false
 	}
-	entries, err := f.dirNames(devfd, real)
+	entries, err := f.dirNames(devfd, dir)
 	if err != nil {
 		g.add(dir, err)
 		return d, false
@@ -128,6 +124,11 @@ func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
 		}
 	}
 	if hasDevice {
+		// The bus device's path is relative to the real device directory.
+		real := dir
+		if r, err := f.resolveLink(dir); err == nil {
+			real = r
+		}
 		if t, err := readlinkAt(devfd, "device"); err != nil {
 			g.add(dir+"/device", err)
 		} else if d.BusDevice, err = joinLink(real+"/device", t); err != nil {
