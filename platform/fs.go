@@ -52,7 +52,8 @@ func (f FS) Path(rel ...string) string {
 // snapshot, and os.Open's extra fcntl calls and netpoller registration
 // (epoll_ctl, which fails for regular files) would triple the cost.
 //
-// A reader is used by one goroutine and closed when its Read ends.
+// A reader is used by one goroutine; its siblings share the directory.
+// The first reader closes it when its Read ends.
 type reader struct {
 	FS
 	dir   int    // the root directory, O_PATH
@@ -67,6 +68,12 @@ func (f FS) newReader() (*reader, error) {
 		return nil, fmt.Errorf("platform: root %s: %w", f.root, &fs.PathError{Op: "open", Path: f.root, Err: err})
 	}
 	return &reader{FS: f, dir: fd, buf: make([]byte, 0, 4096)}, nil
+}
+
+// sibling returns a reader of the same root directory with scratch buffers
+// of its own, for another goroutine; only r closes the directory.
+func (r *reader) sibling() *reader {
+	return &reader{FS: r.FS, dir: r.dir, buf: make([]byte, 0, 512)}
 }
 
 // close releases the root directory.
