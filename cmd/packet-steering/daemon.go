@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	rtdebug "runtime/debug"
 	"sync"
 	"syscall"
 	"time"
@@ -15,6 +16,9 @@ import (
 	"github.com/packet-steering/packet-steering/steering"
 	"github.com/packet-steering/packet-steering/ubusobj"
 )
+
+// daemonGCPercent is the daemon's GOGC unless the environment sets one.
+const daemonGCPercent = 25
 
 // daemonConfig is one run of the daemon.
 type daemonConfig struct {
@@ -30,6 +34,10 @@ type daemonConfig struct {
 	connectWait time.Duration
 	// drainWait bounds how long a stop waits for the calls in progress.
 	drainWait time.Duration
+	// trimIdle > 0: trim runs once the engine has been idle that long after
+	// a call or an apply (see idleTrimmer); 0 never trims.
+	trimIdle time.Duration
+	trim     func()
 }
 
 // runDaemon is `packet-steering daemon [--socket PATH] [--root DIR]`:
@@ -58,6 +66,12 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 	if fi, err := os.Stat(*root); err != nil || !fi.IsDir() {
 		return usagef("--root %s: not a directory", *root)
 	}
+	if os.Getenv("GOGC") == "" {
+		// A smaller heap goal than Go's default 100: the daemon's live heap
+		// is well under 1 MiB, and the goal bounds how far a burst of calls
+		// grows the process before idleTrimmer hands the pages back.
+		rtdebug.SetGCPercent(daemonGCPercent)
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -68,6 +82,8 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 		hup:         hup,
 		connectWait: 2 * time.Second,
 		drainWait:   30 * time.Second,
+		trimIdle:    2 * time.Second,
+		trim:        rtdebug.FreeOSMemory,
 	})
 }
 
@@ -75,6 +91,11 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 // signals and connection changes: no timers run while it is idle and
 // connected.
 func serveDaemon(ctx context.Context, cfg daemonConfig) error {
+	if cfg.trimIdle > 0 && cfg.trim != nil {
+		t := &idleTrimmer{after: cfg.trimIdle, trim: cfg.trim}
+		defer t.stop()
+		cfg.engine = trimmingEngine{Engine: cfg.engine, t: t}
+	}
 	connected := make(chan struct{})
 	var once sync.Once
 	client := ubus.NewClient(cfg.socket, ubus.WithLogger(cfg.log),
@@ -130,4 +151,65 @@ func socketName(s string) string {
 		return ubus.DefaultSocket + " or " + ubus.LegacySocket
 	}
 	return s
+}
+
+// idleTrimmer runs trim (debug.FreeOSMemory in the daemon) once the daemon
+// has been idle for after since its last call or apply. A burst of calls
+// (LuCI polling, a hotplug storm) grows the heap to the garbage collector's
+// goal, about 4 MiB, and the runtime keeps those pages while nothing
+// allocates; trimming them keeps an idle daemon near its start-up RSS. The
+// timer is one-shot and re-armed only by work, so an idle daemon has no
+// timer running and no wake-ups.
+type idleTrimmer struct {
+	after time.Duration
+	trim  func()
+
+	mu    sync.Mutex
+	timer *time.Timer
+}
+
+// poke (re)starts the wait: trim runs after the last of a series of pokes.
+func (t *idleTrimmer) poke() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.timer == nil {
+		t.timer = time.AfterFunc(t.after, t.trim)
+		return
+	}
+	t.timer.Reset(t.after)
+}
+
+// stop cancels a pending trim.
+func (t *idleTrimmer) stop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+}
+
+// trimmingEngine pokes its idleTrimmer when each engine call returns.
+type trimmingEngine struct {
+	ubusobj.Engine
+	t *idleTrimmer
+}
+
+func (e trimmingEngine) Status(ctx context.Context) (*steering.Status, error) {
+	defer e.t.poke()
+	return e.Engine.Status(ctx)
+}
+
+func (e trimmingEngine) Queues(ctx context.Context, device string) ([]steering.DeviceQueues, error) {
+	defer e.t.poke()
+	return e.Engine.Queues(ctx, device)
+}
+
+func (e trimmingEngine) Apply(ctx context.Context, req steering.ApplyRequest) (*steering.Result, error) {
+	defer e.t.poke()
+	return e.Engine.Apply(ctx, req)
+}
+
+func (e trimmingEngine) SetMode(ctx context.Context, req steering.SetModeRequest) (*steering.Result, error) {
+	defer e.t.poke()
+	return e.Engine.SetMode(ctx, req)
 }

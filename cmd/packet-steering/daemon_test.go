@@ -706,3 +706,80 @@ func TestCallTimeoutAndNotFound(t *testing.T) {
 		t.Errorf("timeout took %v, want about 1 s", took)
 	}
 }
+
+// A series of pokes trims once, after the last one; nothing runs while idle.
+func TestIdleTrimmer(t *testing.T) {
+	trims := make(chan time.Time, 10)
+	it := &idleTrimmer{after: 100 * time.Millisecond, trim: func() { trims <- time.Now() }}
+	defer it.stop()
+	var last time.Time
+	for i := 0; i < 5; i++ {
+		it.poke()
+		last = time.Now()
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case at := <-trims:
+		if d := at.Sub(last); d < 100*time.Millisecond {
+			t.Errorf("trimmed %v after the last poke, want >= 100ms", d)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("no trim after the pokes")
+	}
+	select {
+	case <-trims:
+		t.Fatal("a second trim without a poke")
+	case <-time.After(300 * time.Millisecond):
+	}
+	// A poke after a trim arms it again; stop cancels it.
+	it.poke()
+	<-trims
+	it.poke()
+	it.stop()
+	select {
+	case <-trims:
+		t.Fatal("trim after stop")
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// The daemon trims after its start apply and after each call, once.
+func TestDaemonTrimsWhenIdle(t *testing.T) {
+	root := daemonFixture(t)
+	_, sock := ubustest.Start(t)
+	trims := make(chan struct{}, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	log := &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- serveDaemon(ctx, daemonConfig{socket: sock, engine: steering.NewEngine(root),
+			log: newDaemonLogger(log, false), hup: make(chan os.Signal), connectWait: 2 * time.Second,
+			drainWait: 5 * time.Second, trimIdle: 50 * time.Millisecond, trim: func() { trims <- struct{}{} }})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case <-trims:
+		case <-time.After(3 * time.Second):
+			t.Fatalf("no trim after %s\n%s", what, log.String())
+		}
+	}
+	wait("the start apply")
+	for _, m := range []string{"status", "get_queues"} {
+		if code, _, errOut := callCmd(t, sock, m); code != 0 {
+			t.Fatalf("%s: %s", m, errOut)
+		}
+		wait(m)
+	}
+	select {
+	case <-trims:
+		t.Fatal("trim while idle")
+	case <-time.After(200 * time.Millisecond):
+	}
+}
