@@ -11,6 +11,21 @@ func BenchmarkReadIPQ807x(b *testing.B)  { benchRead(b, "ipq807x") }
 func BenchmarkReadMT7621(b *testing.B)   { benchRead(b, "mt7621") }
 func BenchmarkReadServer48(b *testing.B) { benchRead(b, "server-48") }
 
+// BenchmarkReaderIPQ807x is what a daemon's status call reads: a Reader
+// kept across calls.
+func BenchmarkReaderIPQ807x(b *testing.B) {
+	root := buildPreset(b, "ipq807x")
+	ctx := context.Background()
+	r := NewReader()
+	b.ReportAllocs()
+	for b.Loop() {
+		s, err := r.Read(ctx, root)
+		if err != nil || len(s.Gaps) != 0 {
+			b.Fatalf("read: %v %v", err, s.Gaps)
+		}
+	}
+}
+
 func benchRead(b *testing.B, preset string) {
 	root := buildPreset(b, preset)
 	ctx := context.Background()

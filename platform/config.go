@@ -1,12 +1,15 @@
 package platform
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/packet-steering/packet-steering/internal/uci"
+	"golang.org/x/sys/unix"
 )
 
 // Configuration, from UCI files in etc/config (read with internal/uci, the
@@ -47,7 +50,7 @@ func (f *reader) readConfig(g *gaps) Config {
 // loadUCI loads etc/config/name; nil when absent or broken (recorded).
 func (f *reader) loadUCI(name string, c *Config, g *gaps, wanted bool) *uci.Package {
 	rel := configDir + "/" + name
-	p, err := uci.Load(f.Path(configDir), name)
+	p, err := f.parseUCI(rel, name)
 	if err == nil {
 		return p
 	}
@@ -67,6 +70,85 @@ func (f *reader) loadUCI(name string, c *Config, g *gaps, wanted bool) *uci.Pack
 		g.add(rel, err)
 	}
 	return nil
+}
+
+// parseUCI reads the config file rel under a shared lock and parses it as
+// package name, or takes the parse of the very same bytes from the
+// reader's memo. The returned package is shared with other Reads and must
+// not be changed.
+func (f *reader) parseUCI(rel, name string) (*uci.Package, error) {
+	b, err := f.readLocked(rel)
+	if err != nil {
+		return nil, err
+	}
+	path := f.Path(rel)
+	if p, err, ok := f.memo.lookup(path, b); ok {
+		return p, err
+	}
+	p, err := uci.Parse(path, bytes.NewReader(b))
+	if p != nil {
+		p.Name = name
+	}
+	f.memo.store(path, b, p, err)
+	return p, err
+}
+
+// readLocked reads the file rel while holding a shared flock on it, as
+// libuci's readers do, so that it never sees a writer's half-done file.
+// A writer replaces the file by rename, so a lock granted on the old inode
+// guards nothing: then it reopens until the locked file is the one at rel
+// (as internal/uci does).
+func (f *reader) readLocked(rel string) ([]byte, error) {
+	for tries := 0; ; tries++ {
+		if tries == maxReopen {
+			return nil, &fs.PathError{Op: "lock", Path: rel, Err: errors.New("file replaced too often while waiting for the lock")}
+		}
+		fd, err := openAt(f.dir, rel, unix.O_RDONLY)
+		if err != nil {
+			return nil, err
+		}
+		same, err := lockedIsCurrent(f.dir, rel, fd)
+		if err != nil || !same {
+			unix.Close(fd)
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		b, err := f.readFd(fd, rel)
+		unix.Close(fd)
+		return b, err
+	}
+}
+
+// maxReopen bounds readLocked's reopening of a file that writers keep
+// replacing; each reopen means another writer finished.
+const maxReopen = 1000
+
+// lockedIsCurrent takes a shared flock on fd and reports whether fd is
+// still the file at rel below dirfd.
+func lockedIsCurrent(dirfd int, rel string, fd int) (bool, error) {
+	for {
+		err := unix.Flock(fd, unix.LOCK_SH)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return false, &fs.PathError{Op: "flock", Path: rel, Err: err}
+		}
+		break
+	}
+	var held, now unix.Stat_t
+	if err := unix.Fstat(fd, &held); err != nil {
+		return false, &fs.PathError{Op: "stat", Path: rel, Err: err}
+	}
+	if err := unix.Fstatat(dirfd, rel, &now, 0); err != nil {
+		if err == unix.ENOENT {
+			return false, nil
+		}
+		return false, &fs.PathError{Op: "stat", Path: rel, Err: err}
+	}
+	return held.Dev == now.Dev && held.Ino == now.Ino, nil
 }
 
 func firstOfType(p *uci.Package, typ string) *uci.Section {
@@ -107,4 +189,44 @@ func steeringConfig(p *uci.Package, c *Config) *SteeringConfig {
 		sc.Devices = append(sc.Devices, o)
 	}
 	return sc
+}
+
+// configMemo remembers the last parse of each config file by its exact
+// contents: a file is still read on every Read, but bytes equal to those
+// parsed last time give the same package without parsing again. It is safe
+// for concurrent use; a nil memo remembers nothing.
+type configMemo struct {
+	mu      sync.Mutex
+	entries map[string]memoEntry // by file path
+}
+
+type memoEntry struct {
+	data []byte
+	pkg  *uci.Package
+	err  error
+}
+
+func (m *configMemo) lookup(path string, data []byte) (*uci.Package, error, bool) {
+	if m == nil {
+		return nil, nil, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.entries[path]
+	if !ok || !bytes.Equal(e.data, data) {
+		return nil, nil, false
+	}
+	return e.pkg, e.err, true
+}
+
+func (m *configMemo) store(path string, data []byte, p *uci.Package, err error) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.entries == nil {
+		m.entries = map[string]memoEntry{}
+	}
+	m.entries[path] = memoEntry{data: bytes.Clone(data), pkg: p, err: err}
 }

@@ -59,6 +59,10 @@ type reader struct {
 	dir   int    // the root directory, O_PATH
 	buf   []byte // file contents; valid until the next read
 	dents []byte // getdents64 records
+	// dentsSize is the size of dents: big enough for proc/ of a router in
+	// one call on the main reader, a netdev's directory on a sibling.
+	dentsSize int
+	memo      *configMemo // parsed config files; nil: parse every time
 }
 
 // newReader opens f's root for one Read.
@@ -67,13 +71,13 @@ func (f FS) newReader() (*reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("platform: root %s: %w", f.root, &fs.PathError{Op: "open", Path: f.root, Err: err})
 	}
-	return &reader{FS: f, dir: fd, buf: make([]byte, 0, 4096)}, nil
+	return &reader{FS: f, dir: fd, buf: make([]byte, 0, 4096), dentsSize: 8192}, nil
 }
 
 // sibling returns a reader of the same root directory with scratch buffers
 // of its own, for another goroutine; only r closes the directory.
 func (r *reader) sibling() *reader {
-	return &reader{FS: r.FS, dir: r.dir, buf: make([]byte, 0, 512)}
+	return &reader{FS: r.FS, dir: r.dir, buf: make([]byte, 0, 512), dentsSize: 2048, memo: r.memo}
 }
 
 // close releases the root directory.
@@ -127,6 +131,16 @@ func (r *reader) readFull(dirfd int, name string, shortIsEOF bool) ([]byte, erro
 		return nil, err
 	}
 	defer unix.Close(fd)
+	return r.readFrom(fd, name, shortIsEOF)
+}
+
+// readFd reads the open file fd (named name in errors) to its end into the
+// reader's buffer.
+func (r *reader) readFd(fd int, name string) ([]byte, error) {
+	return r.readFrom(fd, name, false)
+}
+
+func (r *reader) readFrom(fd int, name string, shortIsEOF bool) ([]byte, error) {
 	buf := r.buf[:0]
 	for {
 		if len(buf) == cap(buf) {
@@ -236,7 +250,7 @@ func openDirAt(dirfd int, name string) (int, error) {
 // ".."), sorted by name.
 func (r *reader) dirNames(fd int, name string) ([]string, error) {
 	if r.dents == nil {
-		r.dents = make([]byte, 8192)
+		r.dents = make([]byte, r.dentsSize)
 	}
 	var names []string
 	for {

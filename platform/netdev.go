@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,23 +26,63 @@ import (
 // (net-sysfs.c xps_cpus_show), which is recorded as "" rather than a gap.
 const classNetDir = "sys/class/net"
 
-// readDevices reads every netdev listed in sys/class/net, ordered by name.
-// Device names come from that listing only.
-func (f *reader) readDevices(g *gaps) []Device {
+// deviceWork is the netdevs of one Read, shared by the goroutines that
+// read them: each takes the next unread name until none is left.
+type deviceWork struct {
+	names  []string
+	next   atomic.Int64
+	devs   []Device
+	hasBus []bool
+	gaps   []gaps // per device, so that they keep the listing's order
+}
+
+// listDevices lists sys/class/net; nil when it cannot be listed (recorded
+// in g).
+func (f *reader) listDevices(g *gaps) *deviceWork {
 	names, err := f.readDirNames(classNetDir)
 	if err != nil {
 		g.add(classNetDir, err)
 		return nil
 	}
-	devs := make([]Device, 0, len(names))
-	hasBus := make([]bool, 0, len(names))
-	for _, name := range names {
-		d, bus := f.readDevice(name, g)
-		devs = append(devs, d)
-		hasBus = append(hasBus, bus)
+	return &deviceWork{
+		names:  names,
+		devs:   make([]Device, len(names)),
+		hasBus: make([]bool, len(names)),
+		gaps:   make([]gaps, len(names)),
 	}
-	classifyDevices(devs, hasBus)
-	return devs
+}
+
+// readSome reads netdevs of w until every one is taken; several readers may
+// run it at once.
+func (f *reader) readSome(w *deviceWork) {
+	for {
+		i := int(w.next.Add(1) - 1)
+		if i >= len(w.names) {
+			return
+		}
+		w.devs[i], w.hasBus[i] = f.readDevice(w.names[i], &w.gaps[i])
+	}
+}
+
+// finish classifies the netdevs once all are read and appends their gaps
+// to g in name order.
+func (w *deviceWork) finish(g *gaps) []Device {
+	classifyDevices(w.devs, w.hasBus)
+	for i := range w.gaps {
+		g.list = append(g.list, w.gaps[i].list...)
+	}
+	return w.devs
+}
+
+// readDevices reads every netdev listed in sys/class/net, ordered by name.
+// Device names come from that listing only.
+func (f *reader) readDevices(g *gaps) []Device {
+	w := f.listDevices(g)
+	if w == nil {
+		return nil
+	}
+	f.readSome(w)
+	return w.finish(g)
 }
 
 // kindPending is the Kind of a device classifyDevices has not decided yet.

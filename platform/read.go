@@ -24,6 +24,11 @@ func Read(ctx context.Context, root string) (*Snapshot, error) {
 
 // Read reads the machine below f's root; see the package-level Read.
 func (f FS) Read(ctx context.Context) (*Snapshot, error) {
+	return f.readWith(ctx, nil)
+}
+
+// readWith is Read with a config memo (nil for none).
+func (f FS) readWith(ctx context.Context, memo *configMemo) (*Snapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("platform: read %s: %w", f.root, err)
 	}
@@ -32,23 +37,50 @@ func (f FS) Read(ctx context.Context) (*Snapshot, error) {
 		return nil, err
 	}
 	defer r.close()
+	r.memo = memo
 	return r.read(ctx)
 }
 
-// read is one Read through r. The netdevs are read on a second goroutine,
-// with scratch buffers of its own, while this one reads everything else:
-// a snapshot is hundreds of small files, and on a machine with more than
-// one CPU the two halves overlap. Gaps keep the order of a sequential read
-// (CPUs, devices, then the rest).
+// Reader reads machines like Read, and keeps what makes repeated reads
+// cheaper without making them less true: the parse of each UCI config file,
+// reused only while the file holds exactly the same bytes (every file is
+// still read on every call). A daemon that answers status calls keeps one
+// Reader. It is safe for concurrent use.
+type Reader struct {
+	memo configMemo
+}
+
+// NewReader returns a Reader with nothing remembered yet.
+func NewReader() *Reader { return &Reader{} }
+
+// Read is the package-level Read, with r's memo.
+func (r *Reader) Read(ctx context.Context, root string) (*Snapshot, error) {
+	f, err := NewFS(root)
+	if err != nil {
+		return nil, err
+	}
+	return f.readWith(ctx, &r.memo)
+}
+
+// read is one Read through r. A snapshot is hundreds of small files, most
+// of them the netdevs'; so that a machine with more than one CPU reads them
+// in parallel, a second goroutine, with scratch buffers of its own, reads
+// netdevs while this one reads everything else and then joins it on the
+// netdevs left. Gaps keep the order of a sequential read (CPUs, devices in
+// name order, then the rest).
 func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 	var cpuGaps, devGaps, g gaps
 	s := &Snapshot{Root: f.root}
-	devReader := f.sibling()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.Devices = devReader.readDevices(&devGaps)
-	}()
+	work := f.listDevices(&devGaps)
+	var done chan struct{}
+	if work != nil && len(work.names) > 1 {
+		done = make(chan struct{})
+		devReader := f.sibling()
+		go func() {
+			defer close(done)
+			devReader.readSome(work)
+		}()
+	}
 	s.CPUs = f.readCPUs(&cpuGaps)
 	s.NAPIThreads, s.Processes = f.readProcesses(ctx, &g)
 	s.IRQs = f.readIRQs(&g)
@@ -56,9 +88,13 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 	s.RPSSockFlowEntries = f.readRPSSockFlowEntries(&g)
 	s.Identity = f.readIdentity(&g)
 	s.Config = f.readConfig(&g)
-	<-done
-	if s.Devices == nil {
-		s.Devices = []Device{}
+	s.Devices = []Device{}
+	if work != nil {
+		f.readSome(work)
+		if done != nil {
+			<-done
+		}
+		s.Devices = work.finish(&devGaps)
 	}
 	tieThreads(s.NAPIThreads, s.Devices)
 	tieIRQs(s.IRQs, s.Devices)

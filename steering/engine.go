@@ -209,7 +209,8 @@ func WithLockDir(dir string) Option { return func(e *Engine) { e.lockDir = dir }
 // back shows up within ttl. Zero (the default) reads on every call.
 func WithViewCache(ttl time.Duration) Option { return func(e *Engine) { e.viewTTL = ttl } }
 
-// WithReader replaces platform.Read (tests use it to hand in a snapshot).
+// WithReader replaces the machine reader, by default a platform.Reader of
+// the engine's own (tests use it to hand in a snapshot).
 func WithReader(read func(ctx context.Context, root string) (*platform.Snapshot, error)) Option {
 	return func(e *Engine) { e.read = read }
 }
@@ -221,7 +222,7 @@ func NewEngine(root string, opts ...Option) *Engine {
 		configDir: filepath.Join(root, "etc", "config"),
 		lockDir:   filepath.Join(root, "var", "lock"),
 		now:       time.Now,
-		read:      platform.Read,
+		read:      platform.NewReader().Read,
 		sem:       make(chan struct{}, 1),
 	}
 	for _, o := range opts {
