@@ -63,6 +63,9 @@ type reader struct {
 	// one call on the main reader, a netdev's directory on a sibling.
 	dentsSize int
 	memo      *configMemo // parsed config files; nil: parse every time
+	// inputsOnly leaves out what only describes the machine (see
+	// Reader.ReadInputs).
+	inputsOnly bool
 }
 
 // newReader opens f's root for one Read.
@@ -77,7 +80,7 @@ func (f FS) newReader() (*reader, error) {
 // sibling returns a reader of the same root directory with scratch buffers
 // of its own, for another goroutine; only r closes the directory.
 func (r *reader) sibling() *reader {
-	return &reader{FS: r.FS, dir: r.dir, buf: make([]byte, 0, 512), dentsSize: 2048, memo: r.memo}
+	return &reader{FS: r.FS, dir: r.dir, buf: make([]byte, 0, 512), dentsSize: 2048, memo: r.memo, inputsOnly: r.inputsOnly}
 }
 
 // close releases the root directory.

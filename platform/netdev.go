@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,11 +25,10 @@ import (
 // (net-sysfs.c xps_cpus_show), which is recorded as "" rather than a gap.
 const classNetDir = "sys/class/net"
 
-// deviceWork is the netdevs of one Read, shared by the goroutines that
-// read them: each takes the next unread name until none is left.
+// deviceWork is the netdevs of one Read, read by several goroutines: each
+// slot is written by the one that reads that device.
 type deviceWork struct {
 	names  []string
-	next   atomic.Int64
 	devs   []Device
 	hasBus []bool
 	gaps   []gaps // per device, so that they keep the listing's order
@@ -52,18 +50,6 @@ func (f *reader) listDevices(g *gaps) *deviceWork {
 	}
 }
 
-// readSome reads netdevs of w until every one is taken; several readers may
-// run it at once.
-func (f *reader) readSome(w *deviceWork) {
-	for {
-		i := int(w.next.Add(1) - 1)
-		if i >= len(w.names) {
-			return
-		}
-		w.devs[i], w.hasBus[i] = f.readDevice(w.names[i], &w.gaps[i])
-	}
-}
-
 // finish classifies the netdevs once all are read and appends their gaps
 // to g in name order.
 func (w *deviceWork) finish(g *gaps) []Device {
@@ -72,17 +58,6 @@ func (w *deviceWork) finish(g *gaps) []Device {
 		g.list = append(g.list, w.gaps[i].list...)
 	}
 	return w.devs
-}
-
-// readDevices reads every netdev listed in sys/class/net, ordered by name.
-// Device names come from that listing only.
-func (f *reader) readDevices(g *gaps) []Device {
-	w := f.listDevices(g)
-	if w == nil {
-		return nil
-	}
-	f.readSome(w)
-	return w.finish(g)
 }
 
 // kindPending is the Kind of a device classifyDevices has not decided yet.
@@ -105,11 +80,13 @@ func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
 		at, base = devfd, ""
 	}
 	var err error
-	if d.Ifindex, err = f.readIntAt(at, base+"ifindex"); err != nil {
-		g.add(dir+"/ifindex", err)
-	}
-	if d.OperState, err = f.readStringAt(at, base+"operstate"); err != nil {
-		g.add(dir+"/operstate", err)
+	if !f.inputsOnly {
+		if d.Ifindex, err = f.readIntAt(at, base+"ifindex"); err != nil {
+			g.add(dir+"/ifindex", err)
+		}
+		if d.OperState, err = f.readStringAt(at, base+"operstate"); err != nil {
+			g.add(dir+"/operstate", err)
+		}
 	}
 	if b, err := f.readAttrAt(at, base+"threaded"); err == nil {
 		// "0"/"1"; newer kernels may print other non-zero modes.
@@ -253,7 +230,9 @@ func (f *reader) readQueues(devfd int, dir string, g *gaps) ([]RxQueue, []TxQueu
 			if q.XPSCPUs, err = f.readStringAt(qfd, n+"/xps_cpus"); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				g.add(dir+"/"+n+"/xps_cpus", err)
 			}
-			if q.XPSRxQs, err = f.readStringAt(qfd, n+"/xps_rxqs"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if f.inputsOnly {
+				// not an input of any decision
+			} else if q.XPSRxQs, err = f.readStringAt(qfd, n+"/xps_rxqs"); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				g.add(dir+"/"+n+"/xps_rxqs", err)
 			}
 			tx = append(tx, q)

@@ -3,6 +3,7 @@ package platform
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 )
 
 // Read reads the machine below root ("/" on a router, or a fixture root)
@@ -24,11 +25,12 @@ func Read(ctx context.Context, root string) (*Snapshot, error) {
 
 // Read reads the machine below f's root; see the package-level Read.
 func (f FS) Read(ctx context.Context) (*Snapshot, error) {
-	return f.readWith(ctx, nil)
+	return f.readWith(ctx, nil, false)
 }
 
-// readWith is Read with a config memo (nil for none).
-func (f FS) readWith(ctx context.Context, memo *configMemo) (*Snapshot, error) {
+// readWith is Read with a config memo (nil for none), of everything or of
+// the decision's inputs only.
+func (f FS) readWith(ctx context.Context, memo *configMemo, inputsOnly bool) (*Snapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("platform: read %s: %w", f.root, err)
 	}
@@ -38,6 +40,7 @@ func (f FS) readWith(ctx context.Context, memo *configMemo) (*Snapshot, error) {
 	}
 	defer r.close()
 	r.memo = memo
+	r.inputsOnly = inputsOnly
 	return r.read(ctx)
 }
 
@@ -59,41 +62,72 @@ func (r *Reader) Read(ctx context.Context, root string) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return f.readWith(ctx, &r.memo)
+	return f.readWith(ctx, &r.memo, false)
 }
 
-// read is one Read through r. A snapshot is hundreds of small files, most
-// of them the netdevs'; so that a machine with more than one CPU reads them
-// in parallel, a second goroutine, with scratch buffers of its own, reads
-// netdevs while this one reads everything else and then joins it on the
-// netdevs left. Gaps keep the order of a sequential read (CPUs, devices in
-// name order, then the rest).
-func (f *reader) read(ctx context.Context) (*Snapshot, error) {
-	var cpuGaps, devGaps, g gaps
-	s := &Snapshot{Root: f.root}
-	work := f.listDevices(&devGaps)
-	var done chan struct{}
-	if work != nil && len(work.names) > 1 {
-		done = make(chan struct{})
-		devReader := f.sibling()
-		go func() {
-			defer close(done)
-			devReader.readSome(work)
-		}()
+// ReadInputs is Read without the fields that only describe the machine and
+// are no input of a steering decision: Device.Ifindex, Device.OperState and
+// TxQueue.XPSRxQs stay zero (and unread, so they are never gaps). Every
+// other field, live values included, is read as by Read. A status call that
+// only needs the plan and the live knobs reads a fifth fewer files.
+func (r *Reader) ReadInputs(ctx context.Context, root string) (*Snapshot, error) {
+	f, err := NewFS(root)
+	if err != nil {
+		return nil, err
 	}
-	s.CPUs = f.readCPUs(&cpuGaps)
-	s.NAPIThreads, s.Processes = f.readProcesses(ctx, &g)
-	s.IRQs = f.readIRQs(&g)
-	s.Softnet = f.readSoftnet(&g)
-	s.RPSSockFlowEntries = f.readRPSSockFlowEntries(&g)
-	s.Identity = f.readIdentity(&g)
-	s.Config = f.readConfig(&g)
+	return f.readWith(ctx, &r.memo, true)
+}
+
+// read is one Read through r. A snapshot is hundreds of small files; so
+// that a machine with more than one CPU reads them in parallel, the work is
+// cut into tasks (each netdev is one) that this goroutine and a second one,
+// with scratch buffers of its own, take in turn until none is left: however
+// late the second one starts, neither waits for the other. Every task
+// records its gaps apart, and they are joined in the order of a sequential
+// read (CPUs, devices in name order, processes, IRQs, softnet, sysctl,
+// identity, config).
+func (f *reader) read(ctx context.Context) (*Snapshot, error) {
+	s := &Snapshot{Root: f.root}
+	var cpuGaps, devGaps, procGaps, irqGaps, netGaps, idGaps, cfgGaps gaps
+	work := f.listDevices(&devGaps)
+	tasks := []func(r *reader){
+		func(r *reader) { s.NAPIThreads, s.Processes = r.readProcesses(ctx, &procGaps) },
+		func(r *reader) { s.CPUs = r.readCPUs(&cpuGaps) },
+		func(r *reader) { s.IRQs = r.readIRQs(&irqGaps) },
+		func(r *reader) {
+			s.Softnet = r.readSoftnet(&netGaps)
+			s.RPSSockFlowEntries = r.readRPSSockFlowEntries(&netGaps)
+		},
+		func(r *reader) { s.Identity = r.readIdentity(&idGaps) },
+		func(r *reader) { s.Config = r.readConfig(&cfgGaps) },
+	}
+	if work != nil {
+		for i := range work.names {
+			tasks = append(tasks, func(r *reader) {
+				work.devs[i], work.hasBus[i] = r.readDevice(work.names[i], &work.gaps[i])
+			})
+		}
+	}
+	var next atomic.Int64
+	run := func(r *reader) {
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= len(tasks) {
+				return
+			}
+			tasks[i](r)
+		}
+	}
+	done := make(chan struct{})
+	second := f.sibling()
+	go func() {
+		defer close(done)
+		run(second)
+	}()
+	run(f)
+	<-done
 	s.Devices = []Device{}
 	if work != nil {
-		f.readSome(work)
-		if done != nil {
-			<-done
-		}
 		s.Devices = work.finish(&devGaps)
 	}
 	tieThreads(s.NAPIThreads, s.Devices)
@@ -101,10 +135,9 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("platform: read %s: %w", f.root, err)
 	}
-	all := make([]Gap, 0, len(cpuGaps.list)+len(devGaps.list)+len(g.list))
-	all = append(append(append(all, cpuGaps.list...), devGaps.list...), g.list...)
-	if len(all) == 0 {
-		all = nil
+	var all []Gap
+	for _, g := range []*gaps{&cpuGaps, &devGaps, &procGaps, &irqGaps, &netGaps, &idGaps, &cfgGaps} {
+		all = append(all, g.list...)
 	}
 	s.Gaps = all
 	return s, nil

@@ -165,6 +165,10 @@ type Engine struct {
 	writer    Writer
 	now       func() time.Time
 	read      func(ctx context.Context, root string) (*platform.Snapshot, error)
+	// readInputs reads what plans, applies and views need (see
+	// platform.Reader.ReadInputs); WithReader sets it to the same
+	// function as read.
+	readInputs func(ctx context.Context, root string) (*platform.Snapshot, error)
 
 	// sem serialises applies and mode changes in this process; a channel
 	// so that waiting honours ctx.
@@ -212,18 +216,22 @@ func WithViewCache(ttl time.Duration) Option { return func(e *Engine) { e.viewTT
 // WithReader replaces the machine reader, by default a platform.Reader of
 // the engine's own (tests use it to hand in a snapshot).
 func WithReader(read func(ctx context.Context, root string) (*platform.Snapshot, error)) Option {
-	return func(e *Engine) { e.read = read }
+	return func(e *Engine) { e.read, e.readInputs = read, read }
 }
 
 // NewEngine returns an engine for the machine below root ("/" on a router).
 func NewEngine(root string, opts ...Option) *Engine {
+	// One platform.Reader serves every read: it keeps the parse of each
+	// config file while its bytes stay the same.
+	pr := platform.NewReader()
 	e := &Engine{
-		root:      root,
-		configDir: filepath.Join(root, "etc", "config"),
-		lockDir:   filepath.Join(root, "var", "lock"),
-		now:       time.Now,
-		read:      platform.NewReader().Read,
-		sem:       make(chan struct{}, 1),
+		root:       root,
+		configDir:  filepath.Join(root, "etc", "config"),
+		lockDir:    filepath.Join(root, "var", "lock"),
+		now:        time.Now,
+		read:       pr.Read,
+		readInputs: pr.ReadInputs,
+		sem:        make(chan struct{}, 1),
 	}
 	for _, o := range opts {
 		o(e)
@@ -246,14 +254,30 @@ func (e *Engine) Snapshot(ctx context.Context) (*platform.Snapshot, error) {
 	return snap, nil
 }
 
-// state reads the machine and resolves the effective settings. While a
-// config file does not parse, the last good config stands in for it (its
-// errors stay listed in Config.Errors).
+// inputs reads what a plan, an apply or a view needs: the machine without
+// the fields that describe it but decide nothing (interface index,
+// operational state, xps_rxqs).
+func (e *Engine) inputs(ctx context.Context) (*platform.Snapshot, error) {
+	snap, err := e.readInputs(ctx, e.root)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", e.root, err)
+	}
+	return snap, nil
+}
+
+// state reads the machine's inputs and resolves the effective settings.
+// While a config file does not parse, the last good config stands in for
+// it (its errors stay listed in Config.Errors).
 func (e *Engine) state(ctx context.Context) (*platform.Snapshot, Settings, error) {
-	snap, err := e.Snapshot(ctx)
+	snap, err := e.inputs(ctx)
 	if err != nil {
 		return nil, Settings{}, err
 	}
+	return e.settle(snap)
+}
+
+// settle resolves the effective settings of snap (see state).
+func (e *Engine) settle(snap *platform.Snapshot) (*platform.Snapshot, Settings, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if len(snap.Config.Errors) == 0 {
@@ -333,7 +357,12 @@ func (e *Engine) plan(snap *platform.Snapshot, s Settings) (*Plan, error) {
 // Plan reads the machine and plans it. Zero fields of req mean "as
 // configured" (including a live set_mode override).
 func (e *Engine) Plan(ctx context.Context, req PlanRequest) (*platform.Snapshot, *Plan, error) {
-	snap, s, err := e.state(ctx)
+	// The snapshot goes to the caller: read all of it.
+	full, err := e.Snapshot(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	snap, s, err := e.settle(full)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -390,7 +419,7 @@ func (e *Engine) Apply(ctx context.Context, req ApplyRequest) (*Result, error) {
 		// Refuse an unknown device before taking the lock, so that a
 		// mistyped name leaves no trace (not even a lock file); it is
 		// checked again under the lock.
-		snap, err := e.Snapshot(ctx)
+		snap, err := e.inputs(ctx)
 		if err != nil {
 			return nil, err
 		}

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
 	"github.com/packet-steering/packet-steering/platform/fixture"
@@ -38,6 +40,7 @@ func benchCalls(b *testing.B, eng Engine, method string, args []ubus.Attr) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := processCPU(b)
 	start := time.Now()
 	for i := 0; i < b.N; i++ {
 		if _, err := caller.Invoke(ctx, id, method, args); err != nil {
@@ -45,6 +48,18 @@ func benchCalls(b *testing.B, eng Engine, method string, args []ubus.Attr) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+	// CPU time (user+system, all threads) per call: less at the mercy of
+	// other load on the machine than the wall-clock figures.
+	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-us/call")
+}
+
+// processCPU is the process's user plus system CPU time so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkStatusDemo is `ubus call packet_steering status` on the demo

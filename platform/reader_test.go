@@ -1,0 +1,159 @@
+package platform
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+)
+
+// A Reader gives the same snapshot as Read, call after call.
+func TestReaderSameAsRead(t *testing.T) {
+	for _, preset := range []string{"ipq807x", "mt7621", "x86-8-threaded"} {
+		t.Run(preset, func(t *testing.T) {
+			root := buildPreset(t, preset)
+			want := readRoot(t, root)
+			r := NewReader()
+			for i := 0; i < 3; i++ {
+				got, err := r.Read(context.Background(), root)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("call %d: Reader.Read differs from Read:\n got %+v\nwant %+v", i, got, want)
+				}
+			}
+		})
+	}
+}
+
+// A config file changed between two reads is parsed again, even when its
+// size and modification time stay the same (the memo keys on contents).
+func TestReaderSeesConfigChanges(t *testing.T) {
+	root := buildPreset(t, "ipq807x")
+	path := filepath.Join(root, "etc/config/network")
+	stamp := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	write := func(text string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, stamp, stamp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := NewReader()
+	steps := []struct {
+		text     string
+		want     string
+		wantErrs int
+	}{
+		{"config globals 'globals'\n\toption packet_steering '0'\n", "0", 0},
+		{"config globals 'globals'\n\toption packet_steering '0'\n", "0", 0},
+		{"config globals 'globals'\n\toption packet_steering '2'\n", "2", 0},
+		{"config globals 'globals'\n\toption packet_steering '2\n", "", 1},
+		{"config globals 'globals'\n\toption packet_steering '2\n", "", 1},
+		{"config globals 'globals'\n\toption packet_steering '1'\n", "1", 0},
+	}
+	for i, st := range steps {
+		write(st.text)
+		s, err := r.Read(context.Background(), root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Config.PacketSteering != st.want || len(s.Config.Errors) != st.wantErrs {
+			t.Errorf("step %d: packet_steering %q errors %+v; want %q with %d errors",
+				i, s.Config.PacketSteering, s.Config.Errors, st.want, st.wantErrs)
+		}
+		if want := readRoot(t, root); !reflect.DeepEqual(s.Config, want.Config) {
+			t.Errorf("step %d: config %+v, Read gives %+v", i, s.Config, want.Config)
+		}
+	}
+}
+
+// Reads of one Reader may run at once (run with -race).
+func TestReaderConcurrent(t *testing.T) {
+	root := buildPreset(t, "ipq807x")
+	want := readRoot(t, root)
+	r := NewReader()
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 5; j++ {
+				got, err := r.Read(context.Background(), root)
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+				if !reflect.DeepEqual(got, want) {
+					errs <- "snapshot differs"
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+// A root that is not a directory is an error, as for Read.
+func TestReaderBadRoot(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(f, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewReader().Read(context.Background(), f); err == nil {
+		t.Error("no error for a file as root")
+	}
+	if _, err := NewReader().Read(context.Background(), filepath.Join(f, "missing")); err == nil {
+		t.Error("no error for a missing root")
+	}
+}
+
+// ReadInputs is Read with the descriptive fields left zero, and never
+// reports them as gaps.
+func TestReadInputs(t *testing.T) {
+	for _, preset := range []string{"ipq807x", "mt7621", "x86-8-threaded", "server-48"} {
+		t.Run(preset, func(t *testing.T) {
+			root := buildPreset(t, preset)
+			want := readRoot(t, root)
+			for i := range want.Devices {
+				d := &want.Devices[i]
+				d.Ifindex, d.OperState = 0, ""
+				for j := range d.TxQueues {
+					d.TxQueues[j].XPSRxQs = ""
+				}
+			}
+			got, err := NewReader().ReadInputs(context.Background(), root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("ReadInputs:\n got %+v\nwant %+v", got, want)
+			}
+		})
+	}
+	root := buildPreset(t, "ipq807x")
+	if err := os.Remove(filepath.Join(root, "sys/devices/virtual/net/lo/ifindex")); err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewReader().ReadInputs(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Gaps) != 0 {
+		t.Errorf("gaps for a descriptive file: %+v", s.Gaps)
+	}
+	if full := readRoot(t, root); !hasGap(full, "sys/class/net/lo/ifindex") {
+		t.Errorf("Read has no gap for the missing ifindex: %+v", full.Gaps)
+	}
+}

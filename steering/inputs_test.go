@@ -1,0 +1,79 @@
+package steering
+
+import (
+	"context"
+	"reflect"
+	"testing"
+
+	"github.com/packet-steering/packet-steering/platform"
+	"github.com/packet-steering/packet-steering/platform/fixture"
+)
+
+// Status, Queues and Apply read only the decision's inputs
+// (platform.Reader.ReadInputs). This holds only while nothing decided from
+// a snapshot looks at the fields that read leaves out: for every preset and
+// every mode, the plan, the queue views, the offload and in_sync of a full
+// read equal those of an inputs-only read.
+func TestInputsDecideAsFullRead(t *testing.T) {
+	flows := 32
+	for _, name := range fixture.PresetNames() {
+		t.Run(name, func(t *testing.T) {
+			spec, _ := fixture.Preset(name)
+			root := t.TempDir()
+			if err := fixture.Build(root, spec); err != nil {
+				t.Fatal(err)
+			}
+			r := platform.NewReader()
+			full, err := r.Read(context.Background(), root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, err := r.ReadInputs(context.Background(), root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if reflect.DeepEqual(full, in) && hasDescriptive(full) {
+				t.Fatal("inputs-only read left nothing out")
+			}
+			for _, m := range Modes {
+				for _, fl := range []*int{nil, &flows} {
+					pf, errF := NewPlan(full, PlanRequest{Mode: m, Flows: fl})
+					pi, errI := NewPlan(in, PlanRequest{Mode: m, Flows: fl})
+					if (errF == nil) != (errI == nil) {
+						t.Fatalf("mode %s: errors %v / %v", m, errF, errI)
+					}
+					if errF != nil {
+						continue
+					}
+					if !reflect.DeepEqual(pf, pi) {
+						t.Errorf("mode %s flows %v: plans differ:\nfull   %+v\ninputs %+v", m, fl, pf, pi)
+					}
+					if inSync(pf) != inSync(pi) {
+						t.Errorf("mode %s: in_sync differs", m)
+					}
+					if !reflect.DeepEqual(queueViews(full, pf, ""), queueViews(in, pi, "")) {
+						t.Errorf("mode %s: queue views differ", m)
+					}
+				}
+			}
+			if Offload(full) != Offload(in) {
+				t.Errorf("offload %s / %s", Offload(full), Offload(in))
+			}
+		})
+	}
+}
+
+// hasDescriptive reports whether s holds any field ReadInputs leaves out.
+func hasDescriptive(s *platform.Snapshot) bool {
+	for _, d := range s.Devices {
+		if d.Ifindex != 0 || d.OperState != "" {
+			return true
+		}
+		for _, q := range d.TxQueues {
+			if q.XPSRxQs != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
