@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"time"
@@ -64,7 +63,7 @@ type request struct {
 // concurrent use. Requests are correlated with replies by sequence number;
 // invokes on registered objects are served concurrently.
 type Conn struct {
-	nc  net.Conn
+	nc  Transport
 	id  uint32
 	ctx context.Context // cancelled when the connection ends
 
@@ -90,11 +89,10 @@ func Dial(ctx context.Context, path string) (*Conn, error) {
 	if path == "" {
 		paths = []string{DefaultSocket, LegacySocket}
 	}
-	var d net.Dialer
 	var err error
 	for _, p := range paths {
-		var nc net.Conn
-		nc, err = d.DialContext(ctx, "unix", p)
+		var nc Transport
+		nc, err = DialUnix(ctx, p)
 		if err != nil {
 			err = fmt.Errorf("ubus: dial: %w", err)
 			continue
@@ -107,7 +105,7 @@ func Dial(ctx context.Context, path string) (*Conn, error) {
 // NewConn starts the protocol on an established connection to a broker: it
 // reads the broker's HELLO (bounded by ctx) and starts serving. The Conn
 // owns nc from then on, also when NewConn fails.
-func NewConn(ctx context.Context, nc net.Conn) (*Conn, error) {
+func NewConn(ctx context.Context, nc Transport) (*Conn, error) {
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetReadDeadline(time.Unix(1, 0)) })
 	br := bufio.NewReaderSize(nc, 64<<10)
 	hello, err := ReadMessage(br, 0)
