@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -27,6 +28,19 @@ var errUnsupported = errors.New("ubusobj: type not handled by the direct encoder
 // structs, custom marshalers other than time.Time, non-string map keys) go
 // through AttrsFromValue.
 func encodeReply(v any) ([]ubus.Attr, error) {
+	var e encoder
+	return e.encodeReply(v)
+}
+
+// encoder is encodeReply with the field lists of the struct types it has
+// met kept for the next reply (an Object answers the same types call after
+// call). Its zero value is ready; it is safe for concurrent use.
+type encoder struct {
+	fields sync.Map // reflect.Type -> []jsonField
+}
+
+// encodeReply is the package-level encodeReply.
+func (e *encoder) encodeReply(v any) ([]ubus.Attr, error) {
 	rv := reflect.ValueOf(v)
 	for rv.Kind() == reflect.Pointer {
 		if rv.IsNil() {
@@ -37,7 +51,7 @@ func encodeReply(v any) ([]ubus.Attr, error) {
 	if rv.Kind() != reflect.Struct {
 		return ubus.AttrsFromValue(v)
 	}
-	attrs, err := encodeStruct(rv, 0)
+	attrs, err := e.encodeStruct(rv, 0)
 	if errors.Is(err, errUnsupported) {
 		return ubus.AttrsFromValue(v)
 	}
@@ -114,8 +128,22 @@ func isEmpty(v reflect.Value) bool {
 	return false
 }
 
-func encodeStruct(v reflect.Value, depth int) ([]ubus.Attr, error) {
-	fields, err := jsonFields(v.Type())
+// structFields is jsonFields of t, from the encoder's memory when it has
+// met t before.
+func (e *encoder) structFields(t reflect.Type) ([]jsonField, error) {
+	if f, ok := e.fields.Load(t); ok {
+		return f.([]jsonField), nil
+	}
+	f, err := jsonFields(t)
+	if err != nil {
+		return nil, err
+	}
+	e.fields.Store(t, f)
+	return f, nil
+}
+
+func (e *encoder) encodeStruct(v reflect.Value, depth int) ([]ubus.Attr, error) {
+	fields, err := e.structFields(v.Type())
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +153,7 @@ func encodeStruct(v reflect.Value, depth int) ([]ubus.Attr, error) {
 		if f.omitEmpty && isEmpty(fv) {
 			continue
 		}
-		a, err := encodeValue(f.name, fv, depth+1)
+		a, err := e.encodeValue(f.name, fv, depth+1)
 		if err != nil {
 			return nil, err
 		}
@@ -134,7 +162,7 @@ func encodeStruct(v reflect.Value, depth int) ([]ubus.Attr, error) {
 	return attrs, nil
 }
 
-func encodeValue(name string, v reflect.Value, depth int) (ubus.Attr, error) {
+func (e *encoder) encodeValue(name string, v reflect.Value, depth int) (ubus.Attr, error) {
 	if depth > ubus.MaxDepth {
 		return ubus.Attr{}, fmt.Errorf("ubusobj: encode %q: nesting deeper than %d", name, ubus.MaxDepth)
 	}
@@ -155,9 +183,9 @@ func encodeValue(name string, v reflect.Value, depth int) (ubus.Attr, error) {
 		if v.IsNil() {
 			return ubus.Attr{Name: name, Type: ubus.TypeUnspec}, nil
 		}
-		return encodeValue(name, v.Elem(), depth)
+		return e.encodeValue(name, v.Elem(), depth)
 	case reflect.Struct:
-		c, err := encodeStruct(v, depth)
+		c, err := e.encodeStruct(v, depth)
 		return ubus.Table(name, c...), err
 	case reflect.Slice:
 		if v.IsNil() {
@@ -171,7 +199,7 @@ func encodeValue(name string, v reflect.Value, depth int) (ubus.Attr, error) {
 		c := make([]ubus.Attr, v.Len())
 		for i := range c {
 			var err error
-			if c[i], err = encodeValue("", v.Index(i), depth+1); err != nil {
+			if c[i], err = e.encodeValue("", v.Index(i), depth+1); err != nil {
 				return ubus.Attr{}, err
 			}
 		}
@@ -191,7 +219,7 @@ func encodeValue(name string, v reflect.Value, depth int) (ubus.Attr, error) {
 		c := make([]ubus.Attr, len(keys))
 		for i, k := range keys {
 			var err error
-			if c[i], err = encodeValue(k, v.MapIndex(reflect.ValueOf(k).Convert(t.Key())), depth+1); err != nil {
+			if c[i], err = e.encodeValue(k, v.MapIndex(reflect.ValueOf(k).Convert(t.Key())), depth+1); err != nil {
 				return ubus.Attr{}, err
 			}
 		}

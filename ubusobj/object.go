@@ -154,6 +154,7 @@ type Object struct {
 	log          Logger
 	eventTimeout time.Duration
 	obj          *ubus.Object
+	enc          encoder // reply encoding, with the field lists it has met
 
 	mu       sync.Mutex
 	draining bool
@@ -227,7 +228,7 @@ func (o *Object) handler(m Method) ubus.Handler {
 		if err != nil {
 			return nil, o.callError(m.Name, err)
 		}
-		reply, err := encodeReply(v)
+		reply, err := o.enc.encodeReply(v)
 		if err != nil {
 			o.log.Error("encode reply", "method", m.Name, "err", err)
 			return nil, fmt.Errorf("%w: encode %s reply: %w", ubus.StatusUnknownError, m.Name, err)
