@@ -1,6 +1,8 @@
 package platform
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -252,25 +254,59 @@ func openDirAt(dirfd int, name string) (int, error) {
 // dirNames lists the open directory fd's entry names (without "." and
 // ".."), sorted by name.
 func (r *reader) dirNames(fd int, name string) ([]string, error) {
+	var names []string
+	err := r.eachEntry(fd, name, func(e []byte) { names = append(names, string(e)) })
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// direntHeader is the size of struct linux_dirent64 before d_name: d_ino
+// (8 bytes), d_off (8), d_reclen (2), d_type (1) (include/linux/dirent.h).
+const direntHeader = 19
+
+// eachEntry calls fn with the name of each entry of the open directory fd
+// (named name in errors), in the order the file system lists them, without
+// "." and "..". The name is valid only during the call: callers keep only
+// the names they need, so that a directory of many entries costs no
+// allocation per entry.
+func (r *reader) eachEntry(fd int, name string, fn func(entry []byte)) error {
 	if r.dents == nil {
 		r.dents = make([]byte, r.dentsSize)
 	}
-	var names []string
 	for {
 		n, err := unix.Getdents(fd, r.dents)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return nil, &fs.PathError{Op: "readdirent", Path: name, Err: err}
+			return &fs.PathError{Op: "readdirent", Path: name, Err: err}
 		}
 		if n <= 0 {
-			break
+			return nil
 		}
-		_, _, names = unix.ParseDirent(r.dents[:n], -1, names)
+		for b := r.dents[:n]; len(b) > 0; {
+			if len(b) < direntHeader {
+				return &fs.PathError{Op: "readdirent", Path: name, Err: errors.New("short directory entry")}
+			}
+			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+			if reclen < direntHeader || reclen > len(b) {
+				return &fs.PathError{Op: "readdirent", Path: name, Err: errors.New("bad directory entry length")}
+			}
+			ino := binary.NativeEndian.Uint64(b[0:8])
+			e := b[direntHeader:reclen]
+			if i := bytes.IndexByte(e, 0); i >= 0 {
+				e = e[:i]
+			}
+			b = b[reclen:]
+			if ino == 0 || string(e) == "." || string(e) == ".." {
+				continue
+			}
+			fn(e)
+		}
 	}
-	sort.Strings(names)
-	return names, nil
 }
 
 // readDirNamesAt lists the directory name below dirfd, sorted by name.

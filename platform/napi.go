@@ -208,11 +208,19 @@ func (f *reader) readProcesses(ctx context.Context, g *gaps) ([]NAPIThread, []st
 		return nil, nil
 	}
 	defer unix.Close(pfd)
-	names, err := f.dirNames(pfd, procDir)
+	// Only the numeric entries are processes; a router has about as many
+	// other entries, which are not kept.
+	var names []string
+	err = f.eachEntry(pfd, procDir, func(e []byte) {
+		if len(e) != 0 && isDigit(e[0]) {
+			names = append(names, string(e))
+		}
+	})
 	if err != nil {
 		g.add(procDir, err)
 		return nil, nil
 	}
+	sort.Strings(names)
 	threads := []NAPIThread{}
 	var procs []string
 	for i, n := range names {

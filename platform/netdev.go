@@ -1,6 +1,7 @@
 package platform
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"sort"
@@ -99,14 +100,9 @@ func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
 		g.add(dir, derr)
 		return d, false
 	}
-	entries, err := f.dirNames(devfd, dir)
-	if err != nil {
-		g.add(dir, err)
-		return d, false
-	}
 	var hasPhy, hasDevice, hasBridge, hasDSA, hasMaster, hasBrport, hasQueues bool
-	for _, e := range entries {
-		switch e {
+	err = f.eachEntry(devfd, dir, func(e []byte) {
+		switch string(e) {
 		case "phy80211":
 			hasPhy = true
 		case "device":
@@ -122,13 +118,19 @@ func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
 		case "queues":
 			hasQueues = true
 		}
-		if l, ok := strings.CutPrefix(e, "lower_"); ok && l != "" {
-			d.Lowers = append(d.Lowers, l)
+		if l, ok := bytes.CutPrefix(e, []byte("lower_")); ok && len(l) != 0 {
+			d.Lowers = append(d.Lowers, string(l))
 		}
-		if u, ok := strings.CutPrefix(e, "upper_"); ok && u != "" {
-			d.Uppers = append(d.Uppers, u)
+		if u, ok := bytes.CutPrefix(e, []byte("upper_")); ok && len(u) != 0 {
+			d.Uppers = append(d.Uppers, string(u))
 		}
+	})
+	if err != nil {
+		g.add(dir, err)
+		return d, false
 	}
+	sort.Strings(d.Lowers)
+	sort.Strings(d.Uppers)
 	if hasPhy {
 		if d.Phy, err = f.readStringAt(devfd, "phy80211/name"); err != nil {
 			g.add(dir+"/phy80211/name", err)

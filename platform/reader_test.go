@@ -2,9 +2,12 @@ package platform
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -155,5 +158,43 @@ func TestReadInputs(t *testing.T) {
 	}
 	if full := readRoot(t, root); !hasGap(full, "sys/class/net/lo/ifindex") {
 		t.Errorf("Read has no gap for the missing ifindex: %+v", full.Gaps)
+	}
+}
+
+// The directory lister gives the names os.ReadDir gives, also for a
+// directory that takes many getdents64 calls.
+func TestDirNames(t *testing.T) {
+	for _, n := range []int{0, 1, 7, 600} {
+		dir := t.TempDir()
+		want := []string{}
+		for i := 0; i < n; i++ {
+			name := fmt.Sprintf("entry-%04d-%s", i, strings.Repeat("x", i%40))
+			if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, name)
+		}
+		if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, "sub")
+		sort.Strings(want)
+		f, err := NewFS(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := f.newReader()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.dentsSize = 512 // many calls
+		got, err := r.readDirNames(".")
+		r.close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%d entries: got %d names %v..., want %d", n, len(got), got[:min(3, len(got))], len(want))
+		}
 	}
 }
