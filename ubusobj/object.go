@@ -218,7 +218,9 @@ func (o *Object) handler(m Method) ubus.Handler {
 		if !o.enter() {
 			return nil, ubus.StatusNotFound
 		}
-		defer o.inflight.Done()
+		// Counted out once the reply is on the wire: Drain returning lets the
+		// daemon close the connection, which must not lose this reply.
+		req.AfterReply = o.inflight.Done
 		args, err := ParseArgs(m.Args, req.Args)
 		if err != nil {
 			o.log.Debug("refused call", "method", m.Name, "peer", fmt.Sprintf("%08x", req.Peer), "err", err)

@@ -19,6 +19,11 @@ type Request struct {
 	User, Group string
 	// NoReply is set for notifications, whose reply is never sent.
 	NoReply bool
+	// AfterReply, when the handler sets it, runs once the reply has been
+	// written to the broker (or has failed, or was not to be sent), so a
+	// server that drains its calls before closing the connection does not
+	// close it between the handler's return and the reply's write.
+	AfterReply func()
 }
 
 // Handler serves one method. It returns the reply's data (nil: no DATA
@@ -155,6 +160,9 @@ func (c *Conn) serve(m *Message, id uint32, meth *Method, req *Request) {
 		err = StatusNotSupported
 	} else {
 		data, err = callHandler(c.ctx, meth.Handler, req)
+	}
+	if req.AfterReply != nil {
+		defer req.AfterReply()
 	}
 	if req.NoReply {
 		return
