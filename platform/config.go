@@ -103,7 +103,7 @@ func (f *reader) readLocked(rel string) ([]byte, error) {
 		if tries == maxReopen {
 			return nil, &fs.PathError{Op: "lock", Path: rel, Err: errors.New("file replaced too often while waiting for the lock")}
 		}
-		fd, err := openAt(f.dir, rel, unix.O_RDONLY)
+		fd, err := f.openAt(f.dir, rel, unix.O_RDONLY)
 		if err != nil {
 			return nil, err
 		}

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -61,6 +63,7 @@ type reader struct {
 	dir   int    // the root directory, O_PATH
 	buf   []byte // file contents; valid until the next read
 	dents []byte // getdents64 records
+	path  []byte // the NUL-terminated path of the current system call
 	// dentsSize is the size of dents: big enough for proc/ of a router in
 	// one call on the main reader, a netdev's directory on a sibling.
 	dentsSize int
@@ -95,24 +98,61 @@ func (r *reader) close() {
 const maxSmallFile = 16 << 20
 
 // openAt opens name below the directory dirfd, retrying on EINTR.
-func openAt(dirfd int, name string, flags int) (int, error) {
+func (r *reader) openAt(dirfd int, name string, flags int) (int, error) {
+	return r.openIn(dirfd, "", name, flags)
+}
+
+// openIn opens sub/name (name alone when sub is "") below the directory
+// dirfd, retrying on EINTR. The path is built in the reader's buffer and
+// handed to openat(2) as it is, without the copy per call that the
+// string-taking wrappers of x/sys make.
+func (r *reader) openIn(dirfd int, sub, name string, flags int) (int, error) {
+	p, ok := r.cpath(sub, name)
+	if !ok {
+		return -1, &fs.PathError{Op: "open", Path: joinSub(sub, name), Err: unix.EINVAL}
+	}
 	for {
-		fd, err := unix.Openat(dirfd, name, flags|unix.O_CLOEXEC, 0)
-		if err == unix.EINTR {
+		fd, _, errno := syscall.Syscall6(unix.SYS_OPENAT, uintptr(dirfd), uintptr(unsafe.Pointer(&p[0])),
+			uintptr(flags|unix.O_CLOEXEC|unix.O_LARGEFILE), 0, 0, 0)
+		if errno == unix.EINTR {
 			continue
 		}
-		if err != nil {
-			return -1, &fs.PathError{Op: "open", Path: name, Err: err}
+		if errno != 0 {
+			return -1, &fs.PathError{Op: "open", Path: joinSub(sub, name), Err: errno}
 		}
-		return fd, nil
+		return int(fd), nil
 	}
+}
+
+// cpath fills the reader's path buffer with sub/name and a terminating NUL
+// and returns it; false when a part holds a NUL byte itself (a name no file
+// can have).
+func (r *reader) cpath(sub, name string) ([]byte, bool) {
+	if strings.IndexByte(sub, 0) >= 0 || strings.IndexByte(name, 0) >= 0 {
+		return nil, false
+	}
+	p := r.path[:0]
+	if sub != "" {
+		p = append(append(p, sub...), '/')
+	}
+	p = append(append(p, name...), 0)
+	r.path = p
+	return p, true
+}
+
+// joinSub is sub/name, or name when sub is "".
+func joinSub(sub, name string) string {
+	if sub == "" {
+		return name
+	}
+	return sub + "/" + name
 }
 
 // readFileAt reads the whole file name below the directory dirfd into the
 // reader's buffer, reading until end of file. The bytes are valid until the
 // next read.
 func (r *reader) readFileAt(dirfd int, name string) ([]byte, error) {
-	return r.readFull(dirfd, name, false)
+	return r.readFull(dirfd, "", name, false)
 }
 
 // readAttrAt is readFileAt for a file the kernel prints in one go: a sysfs
@@ -126,17 +166,27 @@ func (r *reader) readFileAt(dirfd int, name string) ([]byte, error) {
 // proc/net/softnet_stat) may return short reads before the end and must
 // use readFileAt.
 func (r *reader) readAttrAt(dirfd int, name string) ([]byte, error) {
-	return r.readFull(dirfd, name, true)
+	return r.readFull(dirfd, "", name, true)
 }
 
-// readFull reads name below dirfd; with shortIsEOF a short read ends the file.
-func (r *reader) readFull(dirfd int, name string, shortIsEOF bool) ([]byte, error) {
-	fd, err := openAt(dirfd, name, unix.O_RDONLY)
+// readAttrIn is readAttrAt of sub/name.
+func (r *reader) readAttrIn(dirfd int, sub, name string) ([]byte, error) {
+	return r.readFull(dirfd, sub, name, true)
+}
+
+// readFull reads sub/name below dirfd; with shortIsEOF a short read ends
+// the file.
+func (r *reader) readFull(dirfd int, sub, name string, shortIsEOF bool) ([]byte, error) {
+	fd, err := r.openIn(dirfd, sub, name, unix.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(fd)
-	return r.readFrom(fd, name, shortIsEOF)
+	b, err := r.readFrom(fd, name, shortIsEOF)
+	if pe, ok := err.(*fs.PathError); ok && sub != "" {
+		pe.Path = joinSub(sub, name)
+	}
+	return b, err
 }
 
 // readFd reads the open file fd (named name in errors) to its end into the
@@ -188,7 +238,12 @@ func trimNewlines(b []byte) []byte {
 // readStringAt reads an attribute (see readAttrAt) below dirfd and trims the trailing
 // newline(s).
 func (r *reader) readStringAt(dirfd int, name string) (string, error) {
-	b, err := r.readAttrAt(dirfd, name)
+	return r.readStringIn(dirfd, "", name)
+}
+
+// readStringIn is readStringAt of sub/name.
+func (r *reader) readStringIn(dirfd int, sub, name string) (string, error) {
+	b, err := r.readAttrIn(dirfd, sub, name)
 	if err != nil {
 		return "", err
 	}
@@ -202,7 +257,12 @@ func (r *reader) readString(rel string) (string, error) { return r.readStringAt(
 // readIntAt reads an attribute (see readAttrAt) below dirfd holding one
 // decimal integer.
 func (r *reader) readIntAt(dirfd int, name string) (int, error) {
-	b, err := r.readAttrAt(dirfd, name)
+	return r.readIntIn(dirfd, "", name)
+}
+
+// readIntIn is readIntAt of sub/name.
+func (r *reader) readIntIn(dirfd int, sub, name string) (int, error) {
+	b, err := r.readAttrIn(dirfd, sub, name)
 	if err != nil {
 		return 0, err
 	}
@@ -212,7 +272,7 @@ func (r *reader) readIntAt(dirfd int, name string) (int, error) {
 		s := string(b)
 		var err error
 		if n, err = strconv.Atoi(s); err != nil {
-			return 0, &fs.PathError{Op: "parse", Path: name, Err: errors.New("not an integer: " + strconv.Quote(s))}
+			return 0, &fs.PathError{Op: "parse", Path: joinSub(sub, name), Err: errors.New("not an integer: " + strconv.Quote(s))}
 		}
 	}
 	return n, nil
@@ -247,8 +307,8 @@ func atoiBytes(b []byte) (int, bool) {
 
 // openDirAt opens the directory name below dirfd for listing and for
 // opening files relative to it; the caller closes it.
-func openDirAt(dirfd int, name string) (int, error) {
-	return openAt(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY)
+func (r *reader) openDirAt(dirfd int, name string) (int, error) {
+	return r.openAt(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY)
 }
 
 // dirNames lists the open directory fd's entry names (without "." and
@@ -311,7 +371,7 @@ func (r *reader) eachEntry(fd int, name string, fn func(entry []byte)) error {
 
 // readDirNamesAt lists the directory name below dirfd, sorted by name.
 func (r *reader) readDirNamesAt(dirfd int, name string) ([]string, error) {
-	fd, err := openDirAt(dirfd, name)
+	fd, err := r.openDirAt(dirfd, name)
 	if err != nil {
 		return nil, err
 	}
@@ -323,18 +383,23 @@ func (r *reader) readDirNamesAt(dirfd int, name string) ([]string, error) {
 func (r *reader) readDirNames(rel string) ([]string, error) { return r.readDirNamesAt(r.dir, rel) }
 
 // readlinkAt returns the target of the symlink name below dirfd.
-func readlinkAt(dirfd int, name string) (string, error) {
+func (r *reader) readlinkAt(dirfd int, name string) (string, error) {
 	var stack [256]byte
 	buf := stack[:]
 	for {
-		n, err := unix.Readlinkat(dirfd, name, buf)
-		if err == unix.EINTR {
+		p, ok := r.cpath("", name)
+		if !ok {
+			return "", &fs.PathError{Op: "readlink", Path: name, Err: unix.EINVAL}
+		}
+		n, _, errno := syscall.Syscall6(unix.SYS_READLINKAT, uintptr(dirfd), uintptr(unsafe.Pointer(&p[0])),
+			uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), 0, 0)
+		if errno == unix.EINTR {
 			continue
 		}
-		if err != nil {
-			return "", &fs.PathError{Op: "readlink", Path: name, Err: err}
+		if errno != 0 {
+			return "", &fs.PathError{Op: "readlink", Path: name, Err: errno}
 		}
-		if n < len(buf) {
+		if int(n) < len(buf) {
 			return string(buf[:n]), nil
 		}
 		if len(buf) >= 1<<16 {
@@ -347,8 +412,8 @@ func readlinkAt(dirfd int, name string) (string, error) {
 // linkBaseAt returns the last element of the target of the symlink name
 // below dirfd, without resolving it ("../../../c080000.ethernet" ->
 // "c080000.ethernet").
-func linkBaseAt(dirfd int, name string) (string, error) {
-	t, err := readlinkAt(dirfd, name)
+func (r *reader) linkBaseAt(dirfd int, name string) (string, error) {
+	t, err := r.readlinkAt(dirfd, name)
 	if err != nil {
 		return "", err
 	}
@@ -356,14 +421,14 @@ func linkBaseAt(dirfd int, name string) (string, error) {
 }
 
 // linkBase is linkBaseAt below the root.
-func (r *reader) linkBase(rel string) (string, error) { return linkBaseAt(r.dir, rel) }
+func (r *reader) linkBase(rel string) (string, error) { return r.linkBaseAt(r.dir, rel) }
 
 // resolveLink returns where the symlink rel points, relative to the root,
 // joining its relative target lexically to rel's directory (sysfs links are
 // relative and point into real directories, so no further link is walked).
 // It fails for absolute targets and for targets that leave the root.
 func (r *reader) resolveLink(rel string) (string, error) {
-	t, err := readlinkAt(r.dir, rel)
+	t, err := r.readlinkAt(r.dir, rel)
 	if err != nil {
 		return "", err
 	}

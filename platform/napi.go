@@ -202,7 +202,7 @@ func parseNAPIName(comm string) (owner string, id int, ok bool) {
 // Processes that exit during the scan are skipped silently; that is not a
 // gap.
 func (f *reader) readProcesses(ctx context.Context, g *gaps) ([]NAPIThread, []string) {
-	pfd, err := openDirAt(f.dir, procDir)
+	pfd, err := f.openDirAt(f.dir, procDir)
 	if err != nil {
 		g.add(procDir, err)
 		return nil, nil
@@ -235,7 +235,7 @@ func (f *reader) readProcesses(ctx context.Context, g *gaps) ([]NAPIThread, []st
 		if !ok || pid <= 0 {
 			continue
 		}
-		b, err := f.readAttrAt(pfd, n+"/stat")
+		b, err := f.readAttrIn(pfd, n, "stat")
 		if err != nil {
 			if !vanished(err) {
 				g.add(procDir+"/"+n+"/stat", err)
@@ -267,7 +267,7 @@ func (f *reader) readProcesses(ctx context.Context, g *gaps) ([]NAPIThread, []st
 		name := string(st.comm)
 		owner, id, _ := parseNAPIName(name)
 		t := NAPIThread{PID: pid, Name: name, Owner: owner, NAPIID: id}
-		if b, err = f.readAttrAt(pfd, n+"/status"); err == nil {
+		if b, err = f.readAttrIn(pfd, n, "status"); err == nil {
 			if t.CPUs, err = cpusAllowedList(b); err != nil {
 				err = &fs.PathError{Op: "parse", Path: procDir + "/" + n + "/status", Err: err}
 			}

@@ -75,7 +75,7 @@ func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
 	// still gets its own gap. Gaps name the sys/class/net path a user
 	// knows.
 	at, base := f.dir, dir+"/"
-	devfd, derr := openDirAt(f.dir, dir)
+	devfd, derr := f.openDirAt(f.dir, dir)
 	if derr == nil {
 		defer unix.Close(devfd)
 		at, base = devfd, ""
@@ -140,7 +140,7 @@ func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
 		}
 		if d.Phy == "" {
 			// Keep the wifi kind even when the phy files are unreadable.
-			d.Phy, _ = linkBaseAt(devfd, "phy80211")
+			d.Phy, _ = f.linkBaseAt(devfd, "phy80211")
 		}
 	}
 	if hasDevice {
@@ -149,12 +149,12 @@ func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
 		if r, err := f.resolveLink(dir); err == nil {
 			real = r
 		}
-		if t, err := readlinkAt(devfd, "device"); err != nil {
+		if t, err := f.readlinkAt(devfd, "device"); err != nil {
 			g.add(dir+"/device", err)
 		} else if d.BusDevice, err = joinLink(real+"/device", t); err != nil {
 			g.add(dir+"/device", err)
 		}
-		if drv, err := linkBaseAt(devfd, "device/driver"); err == nil {
+		if drv, err := f.linkBaseAt(devfd, "device/driver"); err == nil {
 			d.Driver = drv
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			g.add(dir+"/device/driver", err)
@@ -174,13 +174,13 @@ func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
 		}
 	}
 	if hasMaster {
-		if m, err := linkBaseAt(devfd, "master"); err == nil {
+		if m, err := f.linkBaseAt(devfd, "master"); err == nil {
 			d.Master = m
 		} else {
 			g.add(dir+"/master", err)
 		}
 	} else if hasBrport {
-		if m, err := linkBaseAt(devfd, "brport/bridge"); err == nil {
+		if m, err := f.linkBaseAt(devfd, "brport/bridge"); err == nil {
 			d.Master = m
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			g.add(dir+"/brport/bridge", err)
@@ -197,7 +197,7 @@ func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
 // readQueues reads queues/rx-N and tx-N below the device directory devfd,
 // ordered by N; gaps are named below dir.
 func (f *reader) readQueues(devfd int, dir string, g *gaps) ([]RxQueue, []TxQueue) {
-	qfd, err := openDirAt(devfd, "queues")
+	qfd, err := f.openDirAt(devfd, "queues")
 	if err != nil {
 		g.add(dir, err)
 		return []RxQueue{}, []TxQueue{}
@@ -219,22 +219,22 @@ func (f *reader) readQueues(devfd int, dir string, g *gaps) ([]RxQueue, []TxQueu
 		if i, ok := queueIndex(n, "rx-"); ok {
 			q := RxQueue{Index: i, Name: n}
 			var err error
-			if q.RPSCPUs, err = f.readStringAt(qfd, n+"/rps_cpus"); err != nil {
+			if q.RPSCPUs, err = f.readStringIn(qfd, n, "rps_cpus"); err != nil {
 				g.add(dir+"/"+n+"/rps_cpus", err)
 			}
-			if q.RPSFlowCnt, err = f.readIntAt(qfd, n+"/rps_flow_cnt"); err != nil {
+			if q.RPSFlowCnt, err = f.readIntIn(qfd, n, "rps_flow_cnt"); err != nil {
 				g.add(dir+"/"+n+"/rps_flow_cnt", err)
 			}
 			rx = append(rx, q)
 		} else if i, ok := queueIndex(n, "tx-"); ok {
 			q := TxQueue{Index: i, Name: n}
 			var err error
-			if q.XPSCPUs, err = f.readStringAt(qfd, n+"/xps_cpus"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if q.XPSCPUs, err = f.readStringIn(qfd, n, "xps_cpus"); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				g.add(dir+"/"+n+"/xps_cpus", err)
 			}
 			if f.inputsOnly {
 				// not an input of any decision
-			} else if q.XPSRxQs, err = f.readStringAt(qfd, n+"/xps_rxqs"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			} else if q.XPSRxQs, err = f.readStringIn(qfd, n, "xps_rxqs"); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				g.add(dir+"/"+n+"/xps_rxqs", err)
 			}
 			tx = append(tx, q)
