@@ -127,6 +127,26 @@ func kernelChild(t *testing.T) {
 			}
 		}
 	}
+	// proc/interrupts is a multi-record seq file that a reader gets in
+	// several short reads; every row must be there.
+	fh, err := os.Open("/proc/interrupts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := parseInterrupts(fh)
+	fh.Close()
+	if len(want) != len(s.IRQs) {
+		t.Errorf("%d IRQs read, os.Open+parse gives %d", len(s.IRQs), len(want))
+	}
+	online := 0
+	for _, c := range s.CPUs {
+		if c.Online {
+			online++
+		}
+	}
+	if len(s.Softnet) != online {
+		t.Errorf("%d softnet rows for %d online CPUs", len(s.Softnet), online)
+	}
 	t.Logf("threads: %+v", s.NAPIThreads)
 	for _, g := range s.Gaps {
 		t.Logf("gap on this machine: %s: %s", g.Path, g.Error)

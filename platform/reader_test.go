@@ -198,3 +198,33 @@ func TestDirNames(t *testing.T) {
 		}
 	}
 }
+
+// Files bigger than the reader's first buffer are read whole, by both the
+// attribute and the whole-file reads.
+func TestReadBigFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []int{0, 1, 511, 512, 4095, 4096, 4097, 70000} {
+		want := strings.Repeat("0123456789abcdef", n/16+1)[:n]
+		if err := os.WriteFile(filepath.Join(dir, "f"), []byte(want+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := NewFS(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := f.newReader()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := r.sibling() // the smaller first buffer
+		got, err := s.readString("f")
+		if err != nil || got != want {
+			t.Errorf("%d bytes: readString gave %d bytes, %v", n, len(got), err)
+		}
+		b, err := r.readFile("f")
+		if err != nil || string(b) != want+"\n" {
+			t.Errorf("%d bytes: readFile gave %d bytes, %v", n, len(b), err)
+		}
+		r.close()
+	}
+}
