@@ -157,9 +157,9 @@ func deviceThreads(s *platform.Snapshot, d *platform.Device) []*platform.NAPIThr
 		switch {
 		case t.Device == d.Name, t.Owner == d.Name:
 		case phy != "" && (t.Owner == phy || t.Owner == d.Phy):
-		case d.Driver == "mtk_soc_eth" && mtkEthName.MatchString(t.Name):
+		case d.Driver == "mtk_soc_eth" && isMTKEthThread(t.Name):
 		default:
-			if m := napiName.FindStringSubmatch(t.Name); m == nil || m[1] != d.Name {
+			if owner, _, ok := matchNAPIName(t.Name); !ok || owner != d.Name {
 				continue
 			}
 		}

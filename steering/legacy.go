@@ -2,9 +2,9 @@ package steering
 
 import (
 	"math/bits"
-	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/packet-steering/packet-steering/platform"
 )
@@ -84,10 +84,36 @@ import (
 // This project differs on purpose in one point: mode off writes flow count
 // 0 (design.md "Modes"), where the script with -l N would write N.
 
-// napiName is the stock thread-name pattern.
-var napiName = regexp.MustCompile(`napi/([^-]*)-(\d+)`)
+// matchNAPIName matches the stock thread-name pattern /napi\/([^-]*)-(\d+)/
+// (unanchored, leftmost match, greedy digits) and returns its two groups:
+// the owner (a netdev, "mtk_eth" or a phy) and the NAPI id digits. Written
+// out by hand instead of with package regexp, which would add 130-330 KB to
+// the router binary for this one pattern.
+func matchNAPIName(name string) (owner, id string, ok bool) {
+	const prefix = "napi/"
+	for off := 0; ; {
+		i := strings.Index(name[off:], prefix)
+		if i < 0 {
+			return "", "", false
+		}
+		start := off + i + len(prefix)
+		rest := name[start:]
+		if dash := strings.IndexByte(rest, '-'); dash >= 0 {
+			n := 0
+			for n < len(rest)-dash-1 && rest[dash+1+n] >= '0' && rest[dash+1+n] <= '9' {
+				n++
+			}
+			if n > 0 {
+				return rest[:dash], rest[dash+1 : dash+1+n], true
+			}
+		}
+		off = off + i + 1
+	}
+}
 
-var mtkEthName = regexp.MustCompile(`napi/mtk_eth-`)
+// isMTKEthThread reports whether a thread name holds "napi/mtk_eth-", the
+// stock script's test for the mtk_soc_eth driver's shared NAPI thread.
+func isMTKEthThread(name string) bool { return strings.Contains(name, "napi/mtk_eth-") }
 
 // Stock weights (packet-steering.uc).
 const (
@@ -300,8 +326,8 @@ func collectStockDevices(s *platform.Snapshot, extra map[string]bool) []*stockDe
 			continue
 		}
 		pd.tasks = append(pd.tasks, t)
-		if m := napiName.FindStringSubmatch(t.Name); m != nil {
-			if id, err := strconv.Atoi(m[2]); err != nil || id > 0 {
+		if _, digits, ok := matchNAPIName(t.Name); ok {
+			if id, err := strconv.Atoi(digits); err != nil || id > 0 {
 				// Digits too long for an int are still "> 0".
 				pd.rxTasks = append(pd.rxTasks, t)
 			}
@@ -354,10 +380,10 @@ func (ix *taskIndex) match(t *platform.NAPIThread) *stockDev {
 			best = pd
 		}
 	}
-	if m := napiName.FindStringSubmatch(t.Name); m != nil {
-		consider(ix.byName[m[1]])
+	if owner, _, ok := matchNAPIName(t.Name); ok {
+		consider(ix.byName[owner])
 	}
-	if ix.mtk != nil && mtkEthName.MatchString(t.Name) {
+	if ix.mtk != nil && isMTKEthThread(t.Name) {
 		consider(ix.mtk)
 	}
 	if t.Device != "" {
