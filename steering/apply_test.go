@@ -469,7 +469,7 @@ func FuzzResolveKnob(f *testing.F) {
 		switch {
 		case strings.HasPrefix(k.path, "sys/class/net/"):
 			if len(parts) != 7 || parts[4] != "queues" || !validDeviceName(parts[3]) ||
-				!(rxQueueRE.MatchString(parts[5]) || txQueueRE.MatchString(parts[5])) {
+				!(validQueueName(parts[5], "rx-") || validQueueName(parts[5], "tx-")) {
 				t.Fatalf("path %q from %q %q", k.path, dev, queue)
 			}
 		case k.path == "proc/irq/"+fmt.Sprint(irq)+"/smp_affinity" && irq >= 0:
