@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -60,10 +61,13 @@ func (f FS) Path(rel ...string) string {
 // The first reader closes it when its Read ends.
 type reader struct {
 	FS
-	dir   int    // the root directory, O_PATH
-	buf   []byte // file contents; valid until the next read
-	dents []byte // getdents64 records
-	path  []byte // the NUL-terminated path of the current system call
+	dir int    // the root directory, O_PATH
+	buf []byte // file contents; valid until the next read
+	// bufSize is buf's first size: a page on the main reader, which reads
+	// proc/interrupts, less on a sibling, which reads attributes.
+	bufSize int
+	dents   []byte // getdents64 records
+	path    []byte // the NUL-terminated path of the current system call
 	// dentsSize is the size of dents: big enough for proc/ of a router in
 	// one call on the main reader, a netdev's directory on a sibling.
 	dentsSize int
@@ -71,6 +75,8 @@ type reader struct {
 	// inputsOnly leaves out what only describes the machine (see
 	// Reader.ReadInputs).
 	inputsOnly bool
+	// pool keeps scratch buffers between Reads of a Reader; nil: none.
+	pool *sync.Pool
 }
 
 // newReader opens f's root for one Read.
@@ -79,13 +85,41 @@ func (f FS) newReader() (*reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("platform: root %s: %w", f.root, &fs.PathError{Op: "open", Path: f.root, Err: err})
 	}
-	return &reader{FS: f, dir: fd, buf: make([]byte, 0, 4096), dentsSize: 8192}, nil
+	return &reader{FS: f, dir: fd, bufSize: 4096, dentsSize: 8192}, nil
+}
+
+// scratch is the buffers of one Read's readers, which a Reader keeps
+// between Reads. No snapshot refers to them: everything kept is copied out
+// of them.
+type scratch struct {
+	bufs [2]buffers
+}
+
+// buffers is one reader's scratch.
+type buffers struct {
+	buf, dents, path []byte
+}
+
+// useBuffers gives r the buffers b, where b has them.
+func (r *reader) useBuffers(b buffers) {
+	if b.buf != nil {
+		r.buf = b.buf[:0]
+	}
+	if len(b.dents) >= r.dentsSize {
+		r.dents = b.dents
+	}
+	r.path = b.path
+}
+
+// buffers returns r's buffers for the next Read.
+func (r *reader) buffers() buffers {
+	return buffers{buf: r.buf[:0], dents: r.dents, path: r.path[:0]}
 }
 
 // sibling returns a reader of the same root directory with scratch buffers
 // of its own, for another goroutine; only r closes the directory.
 func (r *reader) sibling() *reader {
-	return &reader{FS: r.FS, dir: r.dir, buf: make([]byte, 0, 512), dentsSize: 2048, memo: r.memo, inputsOnly: r.inputsOnly}
+	return &reader{FS: r.FS, dir: r.dir, bufSize: 512, dentsSize: 2048, memo: r.memo, inputsOnly: r.inputsOnly, pool: r.pool}
 }
 
 // close releases the root directory.
@@ -196,6 +230,9 @@ func (r *reader) readFd(fd int, name string) ([]byte, error) {
 }
 
 func (r *reader) readFrom(fd int, name string, shortIsEOF bool) ([]byte, error) {
+	if cap(r.buf) == 0 {
+		r.buf = make([]byte, 0, r.bufSize)
+	}
 	buf := r.buf[:0]
 	for {
 		if len(buf) == cap(buf) {

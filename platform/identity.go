@@ -1,8 +1,6 @@
 package platform
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -38,7 +36,7 @@ func (f *reader) readIdentity(g *gaps) Identity {
 	if b, err := f.readFile(releasePath); err != nil {
 		g.add(releasePath, err)
 	} else {
-		vars, perr := parseShellAssignments(bytes.NewReader(b))
+		vars, perr := parseShellText(string(b))
 		if perr != nil {
 			g.add(releasePath, perr)
 		}
@@ -74,11 +72,24 @@ func parseCompatible(b []byte) []string {
 // assignment or has an unterminated quote is an error (other lines are
 // still returned).
 func parseShellAssignments(r io.Reader) (map[string]string, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxSmallFile))
+	if err != nil {
+		return map[string]string{}, err
+	}
+	return parseShellText(string(b))
+}
+
+// parseShellText is parseShellAssignments on the file's contents.
+func parseShellText(text string) (map[string]string, error) {
 	vars := map[string]string{}
 	var errs []error
-	sc := bufio.NewScanner(r)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
+	for n := 1; ; n++ {
+		line, rest, ok := nextLine(text)
+		if !ok {
+			break
+		}
+		text = rest
+		line = strings.TrimSpace(line)
 		if line == "" || line[0] == '#' {
 			continue
 		}
@@ -94,9 +105,6 @@ func parseShellAssignments(r io.Reader) (map[string]string, error) {
 			continue
 		}
 		vars[name] = v
-	}
-	if err := sc.Err(); err != nil {
-		errs = append(errs, err)
 	}
 	return vars, errors.Join(errs...)
 }

@@ -3,6 +3,7 @@ package platform
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 )
 
@@ -25,12 +26,12 @@ func Read(ctx context.Context, root string) (*Snapshot, error) {
 
 // Read reads the machine below f's root; see the package-level Read.
 func (f FS) Read(ctx context.Context) (*Snapshot, error) {
-	return f.readWith(ctx, nil, false)
+	return f.readWith(ctx, nil, false, nil)
 }
 
 // readWith is Read with a config memo (nil for none), of everything or of
 // the decision's inputs only.
-func (f FS) readWith(ctx context.Context, memo *configMemo, inputsOnly bool) (*Snapshot, error) {
+func (f FS) readWith(ctx context.Context, memo *configMemo, inputsOnly bool, pool *sync.Pool) (*Snapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("platform: read %s: %w", f.root, err)
 	}
@@ -41,6 +42,7 @@ func (f FS) readWith(ctx context.Context, memo *configMemo, inputsOnly bool) (*S
 	defer r.close()
 	r.memo = memo
 	r.inputsOnly = inputsOnly
+	r.pool = pool
 	return r.read(ctx)
 }
 
@@ -50,7 +52,8 @@ func (f FS) readWith(ctx context.Context, memo *configMemo, inputsOnly bool) (*S
 // still read on every call). A daemon that answers status calls keeps one
 // Reader. It is safe for concurrent use.
 type Reader struct {
-	memo configMemo
+	memo    configMemo
+	scratch sync.Pool // *scratch: buffers of finished Reads
 }
 
 // NewReader returns a Reader with nothing remembered yet.
@@ -62,7 +65,7 @@ func (r *Reader) Read(ctx context.Context, root string) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return f.readWith(ctx, &r.memo, false)
+	return f.readWith(ctx, &r.memo, false, &r.scratch)
 }
 
 // ReadInputs is Read without the fields that only describe the machine and
@@ -75,7 +78,7 @@ func (r *Reader) ReadInputs(ctx context.Context, root string) (*Snapshot, error)
 	if err != nil {
 		return nil, err
 	}
-	return f.readWith(ctx, &r.memo, true)
+	return f.readWith(ctx, &r.memo, true, &r.scratch)
 }
 
 // read is one Read through r. A snapshot is hundreds of small files; so
@@ -88,6 +91,17 @@ func (r *Reader) ReadInputs(ctx context.Context, root string) (*Snapshot, error)
 // identity, config).
 func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 	s := &Snapshot{Root: f.root}
+	second := f.sibling()
+	var sc *scratch
+	if f.pool != nil {
+		sc, _ = f.pool.Get().(*scratch)
+		if sc != nil {
+			f.useBuffers(sc.bufs[0])
+			second.useBuffers(sc.bufs[1])
+		} else {
+			sc = &scratch{}
+		}
+	}
 	var cpuGaps, devGaps, procGaps, irqGaps, netGaps, idGaps, cfgGaps gaps
 	work := f.listDevices(&devGaps)
 	tasks := []func(r *reader){
@@ -119,13 +133,16 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 		}
 	}
 	done := make(chan struct{})
-	second := f.sibling()
 	go func() {
 		defer close(done)
 		run(second)
 	}()
 	run(f)
 	<-done
+	if sc != nil {
+		sc.bufs = [2]buffers{f.buffers(), second.buffers()}
+		f.pool.Put(sc)
+	}
 	s.Devices = []Device{}
 	if work != nil {
 		s.Devices = work.finish(&devGaps)
