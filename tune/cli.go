@@ -7,7 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
+	"io/fs"
+	"net/netip"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -108,7 +110,7 @@ func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.Root, "root", "/", "machine root directory")
-	fs.StringVar(&o.Target, "target", "", "host to send load to (required); an IP address or a name resolved once")
+	fs.StringVar(&o.Target, "target", "", "host to send load to (required); an IP address, or a name from /etc/hosts (no DNS)")
 	fs.IntVar(&o.Port, "port", 5201, "iperf3 server port")
 	fs.BoolVar(&o.UDP, "udp", false, "UDP instead of TCP (-u)")
 	fs.BoolVar(&o.UDP, "u", false, "short for --udp")
@@ -191,34 +193,70 @@ func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
 }
 
 // ResolveTarget turns the target into the one IP address load is sent
-// to. A name is resolved once (so DNS cannot move the load later);
-// addresses that reach more than one host or no NIC are refused.
-func ResolveTarget(ctx context.Context, host string) (net.IP, error) {
-	ip := net.ParseIP(host)
-	if ip == nil {
-		addrs, err := net.DefaultResolver.LookupIPAddr(ctx, host)
-		if err != nil {
-			return nil, fmt.Errorf("%w: resolve --target %s: %v", ErrUsage, host, err)
+// to: an address literal, or a name from root's etc/hosts (read once, so
+// nothing can move the load later). Names are not looked up in DNS: the
+// resolver would add about half a megabyte to the router binary, and a
+// sweep that sends traffic to a host should be told exactly which one.
+// Addresses that reach more than one host or no NIC are refused.
+func ResolveTarget(root, host string) (netip.Addr, error) {
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		var ok bool
+		ip, ok, err = lookupHosts(filepath.Join(root, "etc", "hosts"), host)
+		switch {
+		case err != nil:
+			return netip.Addr{}, fmt.Errorf("%w: --target %s is not an address, and etc/hosts could not be read: %v", ErrUsage, host, err)
+		case !ok:
+			return netip.Addr{}, usagef("--target %s is neither an IP address nor a name in /etc/hosts; give the address", host)
 		}
-		if len(addrs) == 0 {
-			return nil, usagef("--target %s has no address", host)
-		}
-		ip = addrs[0].IP
 	}
+	ip = ip.Unmap()
 	switch {
 	case ip.IsUnspecified():
-		return nil, usagef("--target %s is the unspecified address", host)
-	case ip.IsMulticast() || ip.Equal(net.IPv4bcast):
-		return nil, usagef("--target %s reaches more than one host", host)
+		return netip.Addr{}, usagef("--target %s is the unspecified address", host)
+	case ip.IsMulticast() || ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return netip.Addr{}, usagef("--target %s reaches more than one host", host)
 	case ip.IsLoopback():
-		return nil, usagef("--target %s is this machine's loopback: that traffic crosses no NIC queue", host)
+		return netip.Addr{}, usagef("--target %s is this machine's loopback: that traffic crosses no NIC queue", host)
 	}
 	return ip, nil
 }
 
+// lookupHosts finds name in a hosts(5) file: "ADDRESS NAME [ALIAS...]" per
+// line, '#' starts a comment; the first line naming it wins. ok is false
+// when no line names it (also when the file does not exist).
+func lookupHosts(path, name string) (addr netip.Addr, ok bool, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return netip.Addr{}, false, nil
+	}
+	if err != nil {
+		return netip.Addr{}, false, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		a, err := netip.ParseAddr(f[0])
+		if err != nil {
+			continue
+		}
+		for _, n := range f[1:] {
+			if strings.EqualFold(n, name) {
+				return a, true, nil
+			}
+		}
+	}
+	return netip.Addr{}, false, nil
+}
+
 // Run performs the sweep the options describe.
 func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
-	ip, err := ResolveTarget(ctx, o.Target)
+	ip, err := ResolveTarget(o.Root, o.Target)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -51,26 +53,40 @@ func TestParseFlags(t *testing.T) {
 }
 
 func TestResolveTarget(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hosts := "# comment\n127.0.0.1 localhost\n198.18.0.9\tserver Lanhost # the iperf3 server\nbogus line\n::ffff:198.18.0.10 mapped\n"
+	if err := os.WriteFile(filepath.Join(root, "etc", "hosts"), []byte(hosts), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
-		in, want, wantErr string
+		root, in, want, wantErr string
 	}{
-		{"198.18.0.2", "198.18.0.2", ""},
-		{"2001:db8::1", "2001:db8::1", ""},
-		{"0.0.0.0", "", "unspecified"},
-		{"::", "", "unspecified"},
-		{"255.255.255.255", "", "more than one host"},
-		{"224.0.0.1", "", "more than one host"},
-		{"ff02::1", "", "more than one host"},
-		{"127.0.0.1", "", "loopback"},
-		{"localhost", "", "loopback"},
-		{"no-such-host.invalid", "", "resolve"},
+		{root, "198.18.0.2", "198.18.0.2", ""},
+		{root, "2001:db8::1", "2001:db8::1", ""},
+		{root, "::ffff:198.18.0.3", "198.18.0.3", ""},
+		{root, "0.0.0.0", "", "unspecified"},
+		{root, "::", "", "unspecified"},
+		{root, "255.255.255.255", "", "more than one host"},
+		{root, "224.0.0.1", "", "more than one host"},
+		{root, "ff02::1", "", "more than one host"},
+		{root, "127.0.0.1", "", "loopback"},
+		{root, "localhost", "", "loopback"},
+		{root, "server", "198.18.0.9", ""},
+		{root, "lanhost", "198.18.0.9", ""},
+		{root, "mapped", "198.18.0.10", ""},
+		{root, "bogus", "", "neither an IP address nor a name in /etc/hosts"},
+		{root, "no-such-host.invalid", "", "neither an IP address nor a name in /etc/hosts"},
+		{t.TempDir(), "server", "", "neither an IP address nor a name in /etc/hosts"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			ip, err := ResolveTarget(context.Background(), tt.in)
+			ip, err := ResolveTarget(tt.root, tt.in)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("got %v, %v; want error %q", ip, err, tt.wantErr)
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrUsage) {
+					t.Fatalf("got %v, %v; want usage error %q", ip, err, tt.wantErr)
 				}
 				return
 			}
