@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -17,8 +14,7 @@ import (
 // runApply is `packet-steering apply`: one apply of the configured plan under
 // the same locks as the daemon (and the stock hotplug script).
 func runApply(ctx context.Context, env *cliEnv, args []string) error {
-	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := newFlagSet(env, "apply")
 	root := fs.String("root", "/", "machine root `DIR` (a fixture root in tests)")
 	reason := fs.String("reason", "cli", "why this apply runs (shown in status)")
 	device := fs.String("device", "", "apply only this netdev `DEV` (and its NAPI threads and IRQs)")
@@ -28,17 +24,11 @@ func runApply(ctx context.Context, env *cliEnv, args []string) error {
 		fmt.Fprintln(env.stderr, "usage: packet-steering apply [--root DIR] [--reason TEXT] [--device DEV] [--dry-run] [--json]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usagef("%v", err)
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
-	}
-	if fi, err := os.Stat(*root); err != nil || !fi.IsDir() {
-		return usagef("--root %s: not an existing directory", *root)
+	if err := checkRoot(*root); err != nil {
+		return err
 	}
 	eng := steering.NewEngine(*root)
 	res, err := eng.Apply(ctx, steering.ApplyRequest{Reason: *reason, Device: *device, DryRun: *dryRun})
@@ -49,9 +39,7 @@ func runApply(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(env.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
+		if err := writeJSON(env.stdout, res); err != nil {
 			return fmt.Errorf("write result: %w", err)
 		}
 	} else if err := printResult(env.stdout, res, *dryRun); err != nil {

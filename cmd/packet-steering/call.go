@@ -27,8 +27,7 @@ const (
 // data" or "Failed to connect to ubus" with exit status 255, a usage error
 // with 254.
 func runCall(ctx context.Context, env *cliEnv, args []string) error {
-	fs := flag.NewFlagSet("call", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := newFlagSet(env, "call")
 	socket := fs.String("socket", "", "ubus socket (default "+ubus.DefaultSocket+", then "+ubus.LegacySocket+")")
 	fs.StringVar(socket, "s", "", "same as --socket (as `ubus -s`)")
 	timeout := fs.Int("timeout", 30, "seconds to wait for the reply")

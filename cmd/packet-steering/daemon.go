@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -45,8 +43,7 @@ type daemonConfig struct {
 // packet_steering, apply once (reason "start") and serve. SIGHUP re-applies;
 // SIGTERM and SIGINT (ctx) stop after the calls in progress have replied.
 func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
-	fs := flag.NewFlagSet("daemon", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := newFlagSet(env, "daemon")
 	socket := fs.String("socket", "", "ubus socket (default "+ubus.DefaultSocket+", then "+ubus.LegacySocket+")")
 	root := fs.String("root", "/", "root of the machine to steer (a fixture directory in tests)")
 	debug := fs.Bool("debug", false, "also log refused calls and connection attempts")
@@ -54,17 +51,11 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 		fmt.Fprintln(env.stderr, "usage: packet-steering daemon [--socket PATH] [--root DIR] [--debug]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usagef("%v", err)
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
-	}
-	if fi, err := os.Stat(*root); err != nil || !fi.IsDir() {
-		return usagef("--root %s: not a directory", *root)
+	if err := checkRoot(*root); err != nil {
+		return err
 	}
 	if os.Getenv("GOGC") == "" {
 		// A smaller heap goal than Go's default 100: the daemon's live heap

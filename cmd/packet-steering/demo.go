@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -34,8 +33,7 @@ const demoSummary = "run a demo router with the LuCI page in a browser"
 // ctx is cancelled (Ctrl-C), then stops everything and, unless --dir was
 // given, removes the temporary directory.
 func runDemo(ctx context.Context, env *cliEnv, args []string) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := newFlagSet(env, "demo")
 	port := fs.Int("port", 8080, "TCP port on 127.0.0.1 for the page (0: any free port)")
 	dir := fs.String("dir", "", "directory for the demo root and socket, kept at exit (default: a temporary directory, removed at exit)")
 	preset := fs.String("preset", "demo", "router shape to simulate: "+strings.Join(fixture.PresetNames(), ", "))
@@ -48,14 +46,8 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) error {
 		fmt.Fprintln(env.stderr)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usagef("%v", err)
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
 	}
 	if *port < 0 || *port > 65535 {
 		return usagef("--port %d: want 0-65535", *port)

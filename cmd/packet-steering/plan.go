@@ -21,8 +21,7 @@ import (
 // It is a dry run: it only reads the machine (or a snapshot file made by
 // `packet-steering snapshot`, which gives the same plan anywhere).
 func runPlan(ctx context.Context, env *cliEnv, args []string) error {
-	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := newFlagSet(env, "plan")
 	root := fs.String("root", "/", "machine root `DIR` (a fixture root in tests)")
 	snapFile := fs.String("snapshot", "", "plan the machine described by snapshot `FILE` instead of reading one")
 	modeFlag := fs.String("mode", "", "`MODE` to plan: off, legacy, all, auto or custom (default: as configured)")
@@ -33,14 +32,8 @@ func runPlan(ctx context.Context, env *cliEnv, args []string) error {
 		fmt.Fprintln(env.stderr, "Shows what a mode would set on every knob, without changing anything.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usagef("%v", err)
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -86,9 +79,7 @@ func runPlan(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(env.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(p); err != nil {
+		if err := writeJSON(env.stdout, p); err != nil {
 			return fmt.Errorf("write plan: %w", err)
 		}
 		return nil

@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -22,22 +19,15 @@ import (
 // plan are shown next to live ones when the engine can plan; otherwise the
 // live values alone. It only reads.
 func runQueues(ctx context.Context, env *cliEnv, args []string) error {
-	fs := flag.NewFlagSet("queues", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := newFlagSet(env, "queues")
 	root := fs.String("root", "/", "machine root `DIR` (a fixture root in tests)")
 	asJSON := fs.Bool("json", false, "print {\"devices\": [...]} as the ubus method get_queues does")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "usage: packet-steering queues [--root DIR] [--json]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usagef("%v", err)
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
 	}
 	snap, err := platform.Read(ctx, *root)
 	if err != nil {
@@ -52,9 +42,7 @@ func runQueues(ctx context.Context, env *cliEnv, args []string) error {
 		devs = liveQueues(snap)
 	}
 	if *asJSON {
-		enc := json.NewEncoder(env.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(struct {
+		if err := writeJSON(env.stdout, struct {
 			Devices []steering.DeviceQueues `json:"devices"`
 		}{devs}); err != nil {
 			return fmt.Errorf("write queues: %w", err)

@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 
 	"github.com/packet-steering/packet-steering/platform"
@@ -15,30 +12,21 @@ import (
 // read) as indented JSON. The file stands in for the machine later
 // (`plan --snapshot FILE`) and belongs in bug reports. It only reads.
 func runSnapshot(ctx context.Context, env *cliEnv, args []string) error {
-	fs := flag.NewFlagSet("snapshot", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := newFlagSet(env, "snapshot")
 	root := fs.String("root", "/", "machine root `DIR` (a fixture root in tests)")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "usage: packet-steering snapshot [--root DIR]")
 		fmt.Fprintln(env.stderr, "Prints every input of the steering plan as JSON (for bug reports and `plan --snapshot`).")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usagef("%v", err)
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
 	}
 	snap, err := platform.Read(ctx, *root)
 	if err != nil {
 		return err
 	}
-	enc := json.NewEncoder(env.stdout)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(snap); err != nil {
+	if err := writeJSON(env.stdout, snap); err != nil {
 		return fmt.Errorf("write snapshot: %w", err)
 	}
 	return nil

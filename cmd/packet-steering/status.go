@@ -2,12 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,34 +15,25 @@ import (
 // the machine matches the plan, hints, and per-CPU softnet counters. It only
 // reads.
 func runStatus(ctx context.Context, env *cliEnv, args []string) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := newFlagSet(env, "status")
 	root := fs.String("root", "/", "machine root `DIR` (a fixture root in tests)")
 	asJSON := fs.Bool("json", false, "print the status as JSON")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "usage: packet-steering status [--root DIR] [--json]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usagef("%v", err)
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
-	}
-	if fi, err := os.Stat(*root); err != nil || !fi.IsDir() {
-		return usagef("--root %s: not an existing directory", *root)
+	if err := checkRoot(*root); err != nil {
+		return err
 	}
 	st, err := steering.NewEngine(*root).Status(ctx)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(env.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(st); err != nil {
+		if err := writeJSON(env.stdout, st); err != nil {
 			return fmt.Errorf("write status: %w", err)
 		}
 		return nil
