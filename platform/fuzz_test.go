@@ -2,6 +2,7 @@ package platform
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -63,6 +64,31 @@ func FuzzParseStat(f *testing.F) {
 		}
 		if !strings.Contains(string(in), "("+st.Comm+")") {
 			t.Fatalf("comm %q not found in input", st.Comm)
+		}
+	})
+}
+
+// FuzzNumbers: the allocation-free number parsers agree with strconv.
+func FuzzNumbers(f *testing.F) {
+	for _, s := range []string{"0", "42", "-7", "+3", "ffffffff", "100000000", "18446744073709551615",
+		"18446744073709551616", "999999999999999999", "1x", "", " 1", "0x10", "-", "FfFf"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if n, ok := atoiBytes([]byte(s)); ok {
+			if w, err := strconv.Atoi(s); err != nil || w != n {
+				t.Fatalf("atoiBytes(%q) = %d, strconv says %d, %v", s, n, w, err)
+			}
+		}
+		u, ok := parseUintBytes([]byte(s))
+		w, err := strconv.ParseUint(s, 10, 64)
+		if ok != (err == nil) || (ok && u != w) {
+			t.Fatalf("parseUintBytes(%q) = %d %v, strconv says %d %v", s, u, ok, w, err)
+		}
+		h, ok := parseHex32([]byte(s))
+		w, err = strconv.ParseUint(s, 16, 32)
+		if ok != (err == nil) || (ok && h != w) {
+			t.Fatalf("parseHex32(%q) = %d %v, strconv says %d %v", s, h, ok, w, err)
 		}
 	})
 }
