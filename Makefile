@@ -28,6 +28,7 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags $(ROUTER_TAGS) ./cmd/...
+	$(GO) vet -tags $(ROUTER_TAGS),tune ./cmd/...
 
 # Everything: Go unit, kernel (netns) and fuzz-smoke tests, shell scripts,
 # and the browser test. Installs missing Debian/npm packages first.
@@ -64,9 +65,14 @@ size:
 	@mkdir -p out
 	GOOS=linux GOARCH=arm64 $(GO) build -tags $(ROUTER_TAGS) -trimpath -ldflags '$(LDFLAGS)' -o out/$(BIN)-arm64 $(PKG)
 	GOOS=linux GOARCH=mipsle GOMIPS=softfloat $(GO) build -tags $(ROUTER_TAGS) -trimpath -ldflags '$(LDFLAGS)' -o out/$(BIN)-mipsle $(PKG)
+	GOOS=linux GOARCH=arm64 $(GO) build -tags $(ROUTER_TAGS),tune -trimpath -ldflags '$(LDFLAGS)' -o out/$(BIN)-tune-arm64 $(PKG)
+	GOOS=linux GOARCH=mipsle GOMIPS=softfloat $(GO) build -tags $(ROUTER_TAGS),tune -trimpath -ldflags '$(LDFLAGS)' -o out/$(BIN)-tune-mipsle $(PKG)
+	@for f in out/$(BIN)-tune-arm64 out/$(BIN)-tune-mipsle; do \
+		printf '%-33s %8d bytes  xz %8d bytes  (variant with tune, no limit)\n' $$f $$(stat -c %s $$f) $$(xz -9e -c $$f | wc -c); \
+	done
 	@rc=0; for f in out/$(BIN)-arm64 out/$(BIN)-mipsle; do \
 		n=$$(stat -c %s $$f); \
-		printf '%-28s %8d bytes  xz %8d bytes  limit %d\n' $$f $$n $$(xz -9e -c $$f | wc -c) $(SIZE_LIMIT); \
+		printf '%-33s %8d bytes  xz %8d bytes  limit %d\n' $$f $$n $$(xz -9e -c $$f | wc -c) $(SIZE_LIMIT); \
 		if [ $$n -gt $(SIZE_LIMIT) ]; then echo "size: $$f is $$((n - $(SIZE_LIMIT))) bytes over the limit" >&2; rc=1; fi; \
 	done; exit $$rc
 

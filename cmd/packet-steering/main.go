@@ -45,7 +45,7 @@ func commands() map[string]command {
 		"status":   {"show mode, policy, sync state, hints and softnet counters", runStatus},
 		"daemon":   {"serve the ubus object packet_steering", runDaemon},
 		"call":     {"call a packet_steering method like `ubus call`", runCall},
-		"tune":     {"measure steering alternatives and recommend one", runTune},
+		"tune":     {tuneSummary, runTune},
 		"demo":     {demoSummary, runDemo},
 	}
 }

@@ -1,3 +1,5 @@
+//go:build !router || tune
+
 package main
 
 import (
@@ -9,6 +11,9 @@ import (
 	"github.com/packet-steering/packet-steering/steering"
 	"github.com/packet-steering/packet-steering/tune"
 )
+
+// tuneSummary is tune's line in the usage.
+const tuneSummary = "measure steering alternatives and recommend one"
 
 // runTune is `packet-steering tune`: a measured sweep of steering
 // candidates with a recommendation (package tune does the work).
