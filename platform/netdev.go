@@ -162,6 +162,8 @@ func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
 	}
 	if hasBridge {
 		d.Kind = KindBridge
+	}
+	if hasBridge && !f.inputsOnly {
 		ports, err := f.readDirNamesAt(devfd, "brif")
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			g.add(dir+"/brif", err)
@@ -173,7 +175,9 @@ func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
 			g.add(dir+"/dsa/tagging", err)
 		}
 	}
-	if hasMaster {
+	if f.inputsOnly {
+		// the master is no input of any decision
+	} else if hasMaster {
 		if m, err := f.linkBaseAt(devfd, "master"); err == nil {
 			d.Master = m
 		} else {

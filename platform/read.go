@@ -69,10 +69,11 @@ func (r *Reader) Read(ctx context.Context, root string) (*Snapshot, error) {
 }
 
 // ReadInputs is Read without the fields that only describe the machine and
-// are no input of a steering decision: Device.Ifindex, Device.OperState and
-// TxQueue.XPSRxQs stay zero (and unread, so they are never gaps). Every
-// other field, live values included, is read as by Read. A status call that
-// only needs the plan and the live knobs reads a fifth fewer files.
+// are no input of a steering decision: Device.Ifindex, OperState, Master,
+// BridgePorts and TxQueue.XPSRxQs stay zero (and unread, so they are never
+// gaps). Every other field, live values included, is read as by Read. A
+// status call that only needs the plan and the live knobs reads a fifth
+// fewer files.
 func (r *Reader) ReadInputs(ctx context.Context, root string) (*Snapshot, error) {
 	f, err := NewFS(root)
 	if err != nil {

@@ -131,7 +131,7 @@ func TestReadInputs(t *testing.T) {
 			want := readRoot(t, root)
 			for i := range want.Devices {
 				d := &want.Devices[i]
-				d.Ifindex, d.OperState = 0, ""
+				d.Ifindex, d.OperState, d.Master, d.BridgePorts = 0, "", "", nil
 				for j := range d.TxQueues {
 					d.TxQueues[j].XPSRxQs = ""
 				}

@@ -256,7 +256,7 @@ func (e *Engine) Snapshot(ctx context.Context) (*platform.Snapshot, error) {
 
 // inputs reads what a plan, an apply or a view needs: the machine without
 // the fields that describe it but decide nothing (interface index,
-// operational state, xps_rxqs).
+// operational state, master, bridge ports, xps_rxqs).
 func (e *Engine) inputs(ctx context.Context) (*platform.Snapshot, error) {
 	snap, err := e.readInputs(ctx, e.root)
 	if err != nil {
