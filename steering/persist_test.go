@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,7 +151,7 @@ func TestSetModeLiveAndInvalid(t *testing.T) {
 		{Mode: "", Persist: true},
 		{Mode: ModeAuto, Flows: intp(-1), Persist: true},
 		{Mode: ModeAuto, Flows: intp(MaxFlows + 1), Persist: true},
-		{Mode: ModeAuto, Flows: intp(1 << 40)},
+		{Mode: ModeAuto, Flows: intp(math.MaxInt32)},
 	} {
 		if _, err := e.SetMode(ctx, req); !errors.Is(err, ErrInvalid) {
 			t.Errorf("SetMode(%+v) = %v, want ErrInvalid", req, err)
