@@ -51,7 +51,7 @@ func TestInputsDecideAsFullRead(t *testing.T) {
 					if inSync(pf) != inSync(pi) {
 						t.Errorf("mode %s: in_sync differs", m)
 					}
-					if !reflect.DeepEqual(queueViews(full, pf, ""), queueViews(in, pi, "")) {
+					if !reflect.DeepEqual(QueueViews(full, pf, ""), QueueViews(in, pi, "")) {
 						t.Errorf("mode %s: queue views differ", m)
 					}
 				}

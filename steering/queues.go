@@ -22,14 +22,21 @@ func (e *Engine) Queues(ctx context.Context, device string) ([]DeviceQueues, err
 	if device != "" && snapDevice(v.snap, device) == nil {
 		return nil, fmt.Errorf("no device %q: %w", device, ErrInvalid)
 	}
-	return queueViews(v.snap, v.plan, device), nil
+	return QueueViews(v.snap, v.plan, device), nil
 }
 
-// queueViews joins the snapshot's queues, threads and IRQs with the plan.
-func queueViews(snap *platform.Snapshot, p *Plan, device string) []DeviceQueues {
+// QueueViews joins the snapshot's queues, threads and IRQs with the plan's
+// wanted values, for one device or all (""). With a nil plan the wanted
+// values are empty: the live placement alone (what `queues` shows when no
+// plan can be made).
+func QueueViews(snap *platform.Snapshot, p *Plan, device string) []DeviceQueues {
 	want := map[string]string{} // knob key -> wanted value
 	threadQueue := map[int]string{}
-	for _, a := range p.Actions {
+	var actions []Action
+	if p != nil {
+		actions = p.Actions
+	}
+	for _, a := range actions {
 		want[knobID(a)] = a.Value
 		if a.Kind == KindNAPIAffinity && a.Queue != "" {
 			threadQueue[a.PID] = a.Queue

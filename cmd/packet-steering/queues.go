@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -39,7 +37,7 @@ func runQueues(ctx context.Context, env *cliEnv, args []string) error {
 			return ctx.Err()
 		}
 		fmt.Fprintf(env.stderr, "packet-steering queues: no wanted values (%v); showing live values\n", werr)
-		devs = liveQueues(snap)
+		devs = steering.QueueViews(snap, nil, "")
 	}
 	if *asJSON {
 		if err := writeJSON(env.stdout, struct {
@@ -74,74 +72,6 @@ func machineLine(s *platform.Snapshot) string {
 		}
 	}
 	return fmt.Sprintf("%s, %d CPUs online", name, online)
-}
-
-// liveQueues builds the get_queues view of a snapshot with live values only
-// (wanted values empty). A device's NAPI threads pair with its rx queues in
-// NAPI id order (the kernel registers a multi-queue driver's NAPI instances
-// queue by queue); an IRQ belongs to a queue when its name says so, and a
-// whole-device IRQ to the only rx queue of a single-queue device.
-func liveQueues(s *platform.Snapshot) []steering.DeviceQueues {
-	out := []steering.DeviceQueues{}
-	for i := range s.Devices {
-		d := &s.Devices[i]
-		dq := steering.DeviceQueues{Name: d.Name, Driver: d.Driver, Kind: d.Kind,
-			Rx: []steering.RxQueueView{}, Tx: []steering.TxQueueView{}}
-		var threads []platform.NAPIThread
-		for _, t := range s.NAPIThreads {
-			if t.Device == d.Name {
-				threads = append(threads, t)
-			}
-		}
-		sort.SliceStable(threads, func(a, b int) bool { return threads[a].NAPIID < threads[b].NAPIID })
-		for qi, q := range d.RxQueues {
-			v := steering.RxQueueView{Queue: q.Name, RPSCPUs: q.RPSCPUs, RPSFlowCnt: q.RPSFlowCnt}
-			if qi < len(threads) {
-				t := threads[qi]
-				v.NAPI = &steering.NAPIView{PID: t.PID, Thread: t.Name, CPUs: t.CPUs}
-			}
-			if irq := queueIRQ(s, d, q.Index); irq != nil {
-				v.IRQ = &steering.IRQView{IRQ: irq.Number, Name: irq.Name, CPUs: maskList(irq.SMPAffinity)}
-			}
-			dq.Rx = append(dq.Rx, v)
-		}
-		for _, q := range d.TxQueues {
-			dq.Tx = append(dq.Tx, steering.TxQueueView{Queue: q.Name, XPSCPUs: q.XPSCPUs})
-		}
-		out = append(out, dq)
-	}
-	return out
-}
-
-// queueIRQ returns the IRQ tied to rx queue index of d, or d's first
-// whole-device IRQ when d has one rx queue.
-func queueIRQ(s *platform.Snapshot, d *platform.Device, index int) *platform.IRQ {
-	var whole *platform.IRQ
-	for i := range s.IRQs {
-		q := &s.IRQs[i]
-		if q.Device != d.Name {
-			continue
-		}
-		if q.Queue == index {
-			return q
-		}
-		if q.Queue < 0 && whole == nil {
-			whole = q
-		}
-	}
-	if len(d.RxQueues) == 1 {
-		return whole
-	}
-	return nil
-}
-
-// maskList turns a hex mask into a cpu list; "" when it does not parse.
-func maskList(mask string) string {
-	cpus, err := platform.ParseMask(mask)
-	if err != nil {
-		return ""
-	}
-	return platform.FormatCPUList(cpus)
 }
 
 // printQueues writes the table for people: a line naming the machine, then
@@ -199,7 +129,7 @@ func printQueues(w io.Writer, machine string, devs []steering.DeviceQueues) erro
 // differs as a bitmap: "f (0-3) -> 2 (1)".
 func wantMask(live, want string) string {
 	s := maskText(live)
-	if want != "" && !sameMask(live, want) {
+	if want != "" && !steering.SameMask(live, want) {
 		s += " -> " + maskText(want)
 	}
 	return s
@@ -210,23 +140,14 @@ func maskText(mask string) string {
 	if mask == "" {
 		return "-"
 	}
-	cpus, err := platform.ParseMask(mask)
-	if err != nil {
+	cpus, err := steering.ParseMask(mask)
+	switch {
+	case err != nil:
 		return mask + " (?)"
-	}
-	if len(cpus) == 0 {
+	case cpus.Len() == 0:
 		return mask + " (none)"
 	}
-	return mask + " (" + platform.FormatCPUList(cpus) + ")"
-}
-
-func sameMask(a, b string) bool {
-	x, errA := platform.ParseMask(a)
-	y, errB := platform.ParseMask(b)
-	if errA != nil || errB != nil {
-		return a == b
-	}
-	return platform.FormatCPUList(x) == platform.FormatCPUList(y)
+	return mask + " (" + cpus.List() + ")"
 }
 
 // wantList shows a live cpu list and the wanted one when it differs.
@@ -235,17 +156,8 @@ func wantList(live, want string) string {
 	if s == "" {
 		s = "-"
 	}
-	if want != "" && !sameList(live, want) {
+	if want != "" && !steering.SameList(live, want) {
 		s += " -> " + want
 	}
 	return s
-}
-
-func sameList(a, b string) bool {
-	x, errA := platform.ParseCPUList(a)
-	y, errB := platform.ParseCPUList(b)
-	if errA != nil || errB != nil {
-		return a == b
-	}
-	return strconv.Quote(platform.FormatCPUList(x)) == strconv.Quote(platform.FormatCPUList(y))
 }

@@ -84,14 +84,14 @@ func TestQueuesCommandErrors(t *testing.T) {
 	}
 }
 
-// TestLiveQueuesPairing: NAPI threads pair with rx queues in NAPI id order,
+// TestLiveQueuesPairing: the live view (no plan): NAPI threads pair with rx queues in NAPI id order,
 // not PID text order (server-48: PIDs 90..137).
 func TestLiveQueuesPairing(t *testing.T) {
 	s, err := platform.Read(context.Background(), presetRootSnapQ(t, "server-48"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	views := liveQueues(s)
+	views := steering.QueueViews(s, nil, "")
 	var eth0 *steering.DeviceQueues
 	for i := range views {
 		if views[i].Name == "eth0" {
@@ -114,7 +114,7 @@ func TestLiveQueuesPairing(t *testing.T) {
 	}
 	// Single-queue device: its whole-device IRQ serves rx-0.
 	s2, _ := platform.Read(context.Background(), presetRootSnapQ(t, "bcm53xx"))
-	for _, d := range liveQueues(s2) {
+	for _, d := range steering.QueueViews(s2, nil, "") {
 		if d.Name == "eth0" && (d.Rx[0].IRQ == nil || d.Rx[0].IRQ.IRQ != 38) {
 			t.Errorf("bcm53xx eth0 rx-0 irq %+v", d.Rx[0].IRQ)
 		}
