@@ -33,6 +33,27 @@ const procDir = "proc"
 // pfKthread is PF_KTHREAD from include/linux/sched.h.
 const pfKthread = 0x00200000
 
+// TaskStat is what steering needs from one proc/PID/stat: the thread's
+// name and whether it is a kernel thread.
+type TaskStat struct {
+	PID    int
+	Comm   string
+	Kernel bool // PF_KTHREAD is set in the flags field
+}
+
+// ParseTaskStat parses the contents of proc/PID/stat (fs/proc/array.c
+// do_task_stat). The comm is taken between the first '(' and the last ')',
+// so a name holding spaces or parentheses cannot shift the fields after it.
+// The applier calls it right before moving a thread, so that only a kernel
+// thread with the expected name is ever moved.
+func ParseTaskStat(b []byte) (TaskStat, error) {
+	f, err := scanStat(b)
+	if err != nil {
+		return TaskStat{}, err
+	}
+	return TaskStat{PID: f.pid, Comm: string(f.comm), Kernel: f.flags&pfKthread != 0}, nil
+}
+
 // napiPrefix starts every threaded NAPI thread's name.
 const napiPrefix = "napi/"
 

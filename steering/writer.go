@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/packet-steering/packet-steering/platform"
 )
 
 // Writer is the applier's only way to touch the machine: it reads and writes
@@ -38,10 +40,6 @@ type Writer interface {
 // ErrNotKernelThread is returned when a PID names a user process or a
 // different thread than the plan expected; such a PID is never touched.
 var ErrNotKernelThread = errors.New("not the expected kernel thread")
-
-// pfKthread is PF_KTHREAD from include/linux/sched.h: the flags field (the
-// ninth of /proc/PID/stat, see proc_pid_stat(5)) of a kernel thread has it.
-const pfKthread = 0x00200000
 
 // FSWriter is the Writer for a machine below Root. With Root "/" thread
 // affinity goes through sched_setaffinity(2); below any other root (a fixture)
@@ -192,39 +190,18 @@ func (w *FSWriter) checkKernelThread(pid int, comm string) error {
 		}
 		return err
 	}
-	name, flags, err := parseStat(stat)
+	st, err := platform.ParseTaskStat([]byte(stat))
 	if err != nil {
 		return fmt.Errorf("%s: %w", rel, err)
 	}
-	if flags&pfKthread == 0 {
+	name := st.Comm
+	if !st.Kernel {
 		return fmt.Errorf("pid %d (%s) is a user process: %w", pid, name, ErrNotKernelThread)
 	}
 	if name != comm {
 		return fmt.Errorf("pid %d is now %q, not %q: %w", pid, name, comm, ErrNotKernelThread)
 	}
 	return nil
-}
-
-// parseStat returns the comm and the flags of a /proc/PID/stat line. The comm
-// is in parentheses and may itself hold spaces and parentheses, so the fields
-// after it are counted from the last ')' (see proc_pid_stat(5)).
-func parseStat(stat string) (comm string, flags uint64, err error) {
-	open := strings.IndexByte(stat, '(')
-	closing := strings.LastIndexByte(stat, ')')
-	if open < 0 || closing < open {
-		return "", 0, errors.New("no (comm) field")
-	}
-	comm = stat[open+1 : closing]
-	rest := strings.Fields(stat[closing+1:])
-	// rest[0] is state (field 3); flags is field 9.
-	if len(rest) < 7 {
-		return "", 0, fmt.Errorf("%d fields after comm, want at least 7", len(rest))
-	}
-	flags, err = strconv.ParseUint(rest[6], 10, 64)
-	if err != nil {
-		return "", 0, fmt.Errorf("flags field: %w", err)
-	}
-	return comm, flags, nil
 }
 
 // ThreadAffinity implements Writer.

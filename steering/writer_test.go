@@ -104,30 +104,6 @@ func TestFSWriterKnobs(t *testing.T) {
 	}
 }
 
-func TestParseStat(t *testing.T) {
-	for _, tc := range []struct {
-		in        string
-		comm      string
-		kthread   bool
-		wantError bool
-	}{
-		{"300 (napi/eth0-257) S 2 0 0 0 -1 2129984 0 0", "napi/eth0-257", true, false},
-		{"12 (a) b) (c) S 1 1 1 0 -1 4194560 0", "a) b) (c", false, false},
-		{"1 (init) S 0 1 1 0 -1", "", false, true},
-		{"garbage", "", false, true},
-		{"5 (x) S 1 1 1 0 -1 notanumber", "", false, true},
-	} {
-		comm, flags, err := parseStat(tc.in)
-		if (err != nil) != tc.wantError {
-			t.Errorf("parseStat(%q) error %v, want error %v", tc.in, err, tc.wantError)
-			continue
-		}
-		if err == nil && (comm != tc.comm || (flags&pfKthread != 0) != tc.kthread) {
-			t.Errorf("parseStat(%q) = %q, %#x", tc.in, comm, flags)
-		}
-	}
-}
-
 func TestCPUSetList(t *testing.T) {
 	for _, cpus := range [][]int{{}, {0}, {0, 1, 2, 3}, {1, 3}, {0, 1, 5, 6, 7, 64, 100}} {
 		var s unix.CPUSet
@@ -139,28 +115,6 @@ func TestCPUSetList(t *testing.T) {
 			t.Fatalf("round trip of %v: %q, %v", cpus, cpuSetList(&s), err)
 		}
 	}
-}
-
-// FuzzParseStat feeds arbitrary /proc/PID/stat text: no panics, and a comm
-// it returns is the text between the first '(' and the last ')'.
-func FuzzParseStat(f *testing.F) {
-	for _, s := range []string{
-		"300 (napi/eth0-257) S 2 0 0 0 -1 2129984 0 0",
-		"12 (a) b) (c) S 1 1 1 0 -1 4194560 0",
-		"1 (init) S 0 1 1 0 -1",
-		")(", "", "(((", "5 () S 1 1 1 0 -1 18446744073709551615",
-	} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		comm, _, err := parseStat(s)
-		if err != nil {
-			return
-		}
-		if !strings.Contains(s, "("+comm+")") || strings.IndexByte(s, '(') != strings.Index(s, "("+comm+")") {
-			t.Fatalf("parseStat(%q) comm %q", s, comm)
-		}
-	})
 }
 
 // TestFSWriterRealRootRefuses checks the guards on the real root with
