@@ -2,6 +2,7 @@ package ubusobj
 
 import (
 	"context"
+	"encoding/json"
 	"reflect"
 	"testing"
 	"time"
@@ -34,6 +35,16 @@ type encodeSample struct {
 	Skip    string            `json:"-"`
 	private string            // never encoded
 	Nested  map[string][]bool `json:"nested"`
+}
+
+// jsonRoute is what the reply encoder must match: the value as
+// encoding/json text, read the way the stock CLI reads JSON.
+func jsonRoute(v any) ([]ubus.Attr, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return ubus.AttrsFromJSON(data)
 }
 
 // The direct encoder gives exactly what the JSON path gives.
@@ -88,7 +99,7 @@ func TestEncodeReplyMatchesJSONPath(t *testing.T) {
 	for pass := 0; pass < 2; pass++ {
 		for name, v := range values {
 			t.Run(name, func(t *testing.T) {
-				want, err := ubus.AttrsFromValue(v)
+				want, err := jsonRoute(v)
 				if err != nil {
 					t.Fatal(err)
 				}
