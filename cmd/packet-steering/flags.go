@@ -1,11 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"io"
 	"os"
+
+	"github.com/packet-steering/packet-steering/internal/ubus"
 )
 
 // newFlagSet returns the flag set of one subcommand, reporting to stderr.
@@ -42,9 +43,16 @@ func checkRoot(root string) error {
 	return nil
 }
 
-// writeJSON writes v as indented JSON, the --json output of every command.
+// writeJSON writes v (a struct with json tags) as indented JSON, the
+// --json output of every command: the text encoding/json's Encoder with a
+// two-space indent writes, produced without that package (it would not fit
+// the router binary's size budget).
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	attrs, err := ubus.AttrsFromValue(v)
+	if err != nil {
+		return err
+	}
+	out := append(ubus.AttrsToStdJSON(attrs, "  "), '\n')
+	_, err = w.Write(out)
+	return err
 }

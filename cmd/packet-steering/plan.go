@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"strconv"
 	"text/tabwriter"
 
+	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/platform"
 	"github.com/packet-steering/packet-steering/steering"
 )
@@ -97,7 +97,11 @@ func readSnapshotFile(path string) (*platform.Snapshot, error) {
 		return nil, fmt.Errorf("read snapshot: %w", err)
 	}
 	var s platform.Snapshot
-	if err := json.Unmarshal(raw, &s); err != nil {
+	attrs, err := ubus.AttrsFromJSON(raw)
+	if err == nil {
+		err = ubus.AttrsToValue(attrs, &s)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: not a snapshot file: %w", path, err)
 	}
 	return &s, nil

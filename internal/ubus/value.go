@@ -331,15 +331,34 @@ func (c *ValueCodec) encode(name string, v reflect.Value, depth int) (Attr, erro
 			default:
 				return Attr{}, fmt.Errorf("%q: map key type %s not supported", name, k.Type())
 			}
-			members = append(members, member{validUTF8(key), it.Value()})
+			members = append(members, member{key, it.Value()})
 		}
+		// encoding/json sorts by the key as it is, then writes invalid
+		// UTF-8 as U+FFFD; keys that become equal are one member when read
+		// back, at the first position with the last value.
 		sort.Slice(members, func(i, j int) bool { return members[i].key < members[j].key })
-		children := make([]Attr, len(members))
-		for i, m := range members {
-			var err error
-			if children[i], err = c.encode(m.key, m.val, depth+1); err != nil {
+		children := make([]Attr, 0, len(members))
+		var index map[string]int
+		for _, m := range members {
+			key := validUTF8(m.key)
+			a, err := c.encode(key, m.val, depth+1)
+			if err != nil {
 				return Attr{}, err
 			}
+			if key != m.key && index == nil {
+				index = make(map[string]int, len(members))
+				for i := range children {
+					index[children[i].Name] = i
+				}
+			}
+			if index != nil {
+				if i, ok := index[key]; ok {
+					children[i] = a
+					continue
+				}
+				index[key] = len(children)
+			}
+			children = append(children, a)
 		}
 		return Table(name, children...), nil
 	case reflect.String:
@@ -373,23 +392,32 @@ func textAttr(name string, m reflect.Value) (Attr, error) {
 }
 
 // floatAttr is f (of bits 32 or 64) as its encoding/json text reads back
-// with AttrsFromJSON: encoding/json prints the shortest decimal for the
-// float's size, with no fraction when it is whole and below 1e21, which
-// then reads as an integer.
+// with AttrsFromJSON. encoding/json prints the shortest decimal that reads
+// back as the float of that size, in exponent form when |f| < 1e-6 or
+// |f| >= 1e21, else without one (and then without a fraction when whole,
+// which reads as an integer; beyond 2^53 its digits are those of the
+// shortest decimal, not of the float's exact value).
 func floatAttr(name string, f float64, bits int) (Attr, error) {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return Attr{}, fmt.Errorf("%q: unsupported value %v", name, f)
 	}
-	if bits == 32 {
-		f, _ = strconv.ParseFloat(strconv.FormatFloat(f, 'g', -1, 32), 64)
+	format := byte('f')
+	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {
+		format = 'e'
 	}
-	if f == math.Trunc(f) && math.Abs(f) < 1e21 {
-		if f < -(1<<63) || f >= 1<<63 {
-			return Attr{}, fmt.Errorf("%q: integer %.0f out of range", name, f)
+	text := strconv.FormatFloat(f, format, -1, bits)
+	if format == 'f' && !strings.Contains(text, ".") {
+		i, err := strconv.ParseInt(text, 10, 64)
+		if err != nil {
+			return Attr{}, fmt.Errorf("%q: integer %s out of range", name, text)
 		}
-		return intAttr(name, int64(f)), nil
+		return intAttr(name, i), nil
 	}
-	return Double(name, f), nil
+	d, err := strconv.ParseFloat(text, 64)
+	if err != nil {
+		return Attr{}, fmt.Errorf("%q: number %s: %w", name, text, err)
+	}
+	return Double(name, d), nil
 }
 
 // decodeError is a value of the wrong kind at path.
@@ -536,7 +564,7 @@ func (c *ValueCodec) decode(a *Attr, v reflect.Value, path string) error {
 		case a.Type != TypeDouble:
 			return decodeError(a, v.Type(), path)
 		}
-		if v.OverflowFloat(f) {
+		if v.Kind() == reflect.Float32 && math.IsInf(float64(float32(f)), 0) {
 			return decodeError(a, v.Type(), path)
 		}
 		v.SetFloat(f)
