@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/packet-steering/packet-steering/platform"
 	"github.com/packet-steering/packet-steering/platform/fixture"
+	"github.com/packet-steering/packet-steering/steering"
 )
 
 // runSnapQ runs one CLI invocation in-process and returns exit status,
@@ -102,5 +104,66 @@ func TestSnapshotOwnRoot(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no lo in %+v", s.Devices)
+	}
+}
+
+// On every fixture preset, the --json output of `snapshot` reads back to
+// the same snapshot with `plan --snapshot`'s reader (AttrsFromJSON +
+// AttrsToValue) and with encoding/json, and `plan --snapshot` gives the
+// plan that `plan --root` gives.
+func TestSnapshotJSONRoundTrip(t *testing.T) {
+	for _, name := range fixture.PresetNames() {
+		t.Run(name, func(t *testing.T) {
+			root := presetRootSnapQ(t, name)
+			want, err := platform.Read(context.Background(), root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, out, stderr := runSnapQ("snapshot", "--root", root)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			var std platform.Snapshot
+			if err := json.Unmarshal([]byte(out), &std); err != nil {
+				t.Fatalf("encoding/json: %v", err)
+			}
+			if !reflect.DeepEqual(&std, want) {
+				t.Errorf("encoding/json reads back a different snapshot")
+			}
+			stdText, err := json.MarshalIndent(want, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out != string(stdText)+"\n" {
+				t.Errorf("output differs from encoding/json's\n got %.400s\nwant %.400s", out, stdText)
+			}
+			file := filepath.Join(t.TempDir(), "snap.json")
+			if err := os.WriteFile(file, []byte(out), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, err := readSnapshotFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("plan --snapshot reads back a different snapshot\n got %+v\nwant %+v", got, want)
+			}
+			_, fromFile, e1 := runSnapQ("plan", "--snapshot", file, "--json")
+			_, fromRoot, e2 := runSnapQ("plan", "--root", root, "--json")
+			if fromFile != fromRoot || e1 != "" || e2 != "" {
+				t.Errorf("plan from the snapshot file differs from plan --root\n%s%s", e1, e2)
+			}
+			var plan steering.Plan
+			if err := json.Unmarshal([]byte(fromRoot), &plan); err != nil {
+				t.Fatalf("plan --json: encoding/json: %v", err)
+			}
+			planText, err := json.MarshalIndent(&plan, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fromRoot != string(planText)+"\n" {
+				t.Errorf("plan --json differs from encoding/json's\n got %.400s\nwant %.400s", fromRoot, planText)
+			}
+		})
 	}
 }
