@@ -51,7 +51,37 @@ func AttrsToValue(attrs []Attr, v any) error {
 // the same types call after call). Its zero value is ready; it is safe for
 // concurrent use.
 type ValueCodec struct {
-	fields sync.Map // reflect.Type -> []valueField
+	fields  sync.Map // reflect.Type -> []valueField
+	methods sync.Map // reflect.Type -> uint8, the marshal* bits
+}
+
+// The encoding methods a type T has, as ValueCodec.marshalers reports them.
+const (
+	marshalText    = 1 << iota // T is an encoding.TextMarshaler
+	marshalPtrText             // *T is one, T is not
+	marshalJSON                // T or *T has MarshalJSON
+)
+
+// marshalers reports the encoding methods of t, from memory when t was
+// met before (looking them up costs more than the rest of encoding a
+// value).
+func (c *ValueCodec) marshalers(t reflect.Type) uint8 {
+	if m, ok := c.methods.Load(t); ok {
+		return m.(uint8)
+	}
+	var m uint8
+	pt := reflect.PointerTo(t)
+	switch {
+	case t.Implements(textMarshalerType):
+		m |= marshalText
+	case pt.Implements(textMarshalerType):
+		m |= marshalPtrText
+	}
+	if t.Implements(jsonMarshalerType) || pt.Implements(jsonMarshalerType) {
+		m |= marshalJSON
+	}
+	c.methods.Store(t, m)
+	return m
 }
 
 // Attrs is AttrsFromValue.
@@ -267,15 +297,18 @@ func (c *ValueCodec) encodeStruct(v reflect.Value, depth int) ([]Attr, error) {
 // encode converts v, named name, at depth (the containers around it).
 func (c *ValueCodec) encode(name string, v reflect.Value, depth int) (Attr, error) {
 	t := v.Type()
-	switch {
-	case (t.Kind() == reflect.Pointer || t.Kind() == reflect.Interface) && v.IsNil():
+	if (t.Kind() == reflect.Pointer || t.Kind() == reflect.Interface) && v.IsNil() {
 		return Attr{Name: name, Type: TypeUnspec}, nil
-	case t.Implements(textMarshalerType):
-		return textAttr(name, v)
-	case v.CanAddr() && reflect.PointerTo(t).Implements(textMarshalerType):
-		return textAttr(name, v.Addr())
-	case t.Implements(jsonMarshalerType) || v.CanAddr() && reflect.PointerTo(t).Implements(jsonMarshalerType):
-		return Attr{}, fmt.Errorf("%q: %s has a MarshalJSON method and no MarshalText, which is not supported", name, t)
+	}
+	if m := c.marshalers(t); m != 0 {
+		switch {
+		case m&marshalText != 0:
+			return textAttr(name, v)
+		case m&marshalPtrText != 0 && v.CanAddr():
+			return textAttr(name, v.Addr())
+		case m&marshalJSON != 0 && (t.Implements(jsonMarshalerType) || v.CanAddr()):
+			return Attr{}, fmt.Errorf("%q: %s has a MarshalJSON method and no MarshalText, which is not supported", name, t)
+		}
 	}
 	switch v.Kind() {
 	case reflect.Pointer, reflect.Interface:
