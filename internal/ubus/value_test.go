@@ -261,7 +261,7 @@ func sampleValue() valueSample {
 		F32: 0.1, F64: 2.5, Whole: -3, Tiny: 1e-9, Huge: 1.5e300, I8: -8, U: 1 << 40,
 		Bytes: []byte{0, 1, 254, 255}, Arr: [3]uint8{1, 2, 3}, T: tm, TP: &tm, Text: textPtr{"t"},
 		MI: map[int]string{10: "ten", -2: "minus", 3: "three"}, MU: map[uint8][]int{7: {1}},
-		MS: map[string]any{"z": 1.0, "a": []any{"x", 2.5, nil, true}, "\xff": 1, "m": map[string]any{}},
+		MS:  map[string]any{"z": 1.0, "a": []any{"x", 2.5, nil, true}, "\xff": 1, "m": map[string]any{}},
 		Bad: "a\xffb\xed\xa0\x80c", Esc: "<a href=\"/\">&\u2028\u2029\x00\x1f\b\f\n\r\t\\</a>",
 		Empty: []string{}, Any: &Inner{A: 5}, Nested: []map[string][]int{{"k": {1, 2}}, nil},
 	}
@@ -272,16 +272,16 @@ func sampleValue() valueSample {
 func TestAttrsFromValueMatchesEncodingJSON(t *testing.T) {
 	s := sampleValue()
 	values := map[string]any{
-		"sample":     s,
-		"pointer":    &s,
-		"map":        map[string]int{"b": 1, "a": 2},
-		"empty":      struct{}{},
-		"whole f32":  struct{ F float32 }{F: 16777216},
-		"neg zero":   struct{ F float64 }{F: math.Copysign(0, -1)},
-		"e21":        struct{ F float64 }{F: 1e21},
-		"small":      struct{ F float64 }{F: 1e-7},
-		"big uint":   struct{ U uint64 }{U: math.MaxInt64},
-		"any nested": map[string]any{"a": map[string]any{"b": []any{map[string]any{}}}},
+		"sample":         s,
+		"pointer":        &s,
+		"map":            map[string]int{"b": 1, "a": 2},
+		"empty":          struct{}{},
+		"whole f32":      struct{ F float32 }{F: 16777216},
+		"neg zero":       struct{ F float64 }{F: math.Copysign(0, -1)},
+		"e21":            struct{ F float64 }{F: 1e21},
+		"small":          struct{ F float64 }{F: 1e-7},
+		"big uint":       struct{ U uint64 }{U: math.MaxInt64},
+		"any nested":     map[string]any{"a": map[string]any{"b": []any{map[string]any{}}}},
 		"colliding keys": map[string]int{"\xff": 1, "\xfe": 2, "\uFFFD": 3, "a": 4},
 		"big whole":      struct{ F, G float64 }{F: 1 << 60, G: -(1 << 62)},
 		"conflict": struct {
@@ -360,18 +360,20 @@ func TestAttrsFromValueRefuses(t *testing.T) {
 		deep = map[string]any{"d": deep}
 	}
 	cases := map[string]any{
-		"nil":          nil,
-		"nil pointer":  (*Inner)(nil),
-		"slice":        []int{1},
-		"string":       "x",
-		"nan":          struct{ F float64 }{F: math.NaN()},
-		"inf":          struct{ F float32 }{F: float32(math.Inf(1))},
-		"whole 2^63":   struct{ F float64 }{F: 1 << 63},
-		"whole -2^63":  struct{ F float64 }{F: -(1 << 63)},
-		"1e20":         struct{ F float64 }{F: 1e20},
-		"uint over":    struct{ U uint64 }{U: math.MaxInt64 + 1},
-		"json only":    struct{ J jsonOnly }{},
-		"string opt":   struct{ I int `json:"i,string"` }{},
+		"nil":         nil,
+		"nil pointer": (*Inner)(nil),
+		"slice":       []int{1},
+		"string":      "x",
+		"nan":         struct{ F float64 }{F: math.NaN()},
+		"inf":         struct{ F float32 }{F: float32(math.Inf(1))},
+		"whole 2^63":  struct{ F float64 }{F: 1 << 63},
+		"whole -2^63": struct{ F float64 }{F: -(1 << 63)},
+		"1e20":        struct{ F float64 }{F: 1e20},
+		"uint over":   struct{ U uint64 }{U: math.MaxInt64 + 1},
+		"json only":   struct{ J jsonOnly }{},
+		"string opt": struct {
+			I int `json:"i,string"`
+		}{},
 		"chan":         struct{ C chan int }{C: make(chan int)},
 		"bool map key": map[bool]int{true: 1},
 		"deep":         deep,
