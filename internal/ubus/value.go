@@ -1,6 +1,7 @@
 package ubus
 
 import (
+	"bytes"
 	"encoding"
 	"encoding/base64"
 	"fmt"
@@ -438,15 +439,16 @@ func floatAttr(name string, f float64, bits int) (Attr, error) {
 	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {
 		format = 'e'
 	}
-	text := strconv.FormatFloat(f, format, -1, bits)
-	if format == 'f' && !strings.Contains(text, ".") {
-		i, err := strconv.ParseInt(text, 10, 64)
+	var buf [32]byte
+	text := strconv.AppendFloat(buf[:0], f, format, -1, bits)
+	if format == 'f' && !bytes.Contains(text, []byte{'.'}) {
+		i, err := strconv.ParseInt(string(text), 10, 64)
 		if err != nil {
 			return Attr{}, fmt.Errorf("%q: integer %s out of range", name, text)
 		}
 		return intAttr(name, i), nil
 	}
-	d, err := strconv.ParseFloat(text, 64)
+	d, err := strconv.ParseFloat(string(text), 64)
 	if err != nil {
 		return Attr{}, fmt.Errorf("%q: number %s: %w", name, text, err)
 	}
