@@ -39,7 +39,7 @@ vet:
 
 # Everything: Go unit, kernel (netns) and fuzz-smoke tests, shell scripts,
 # and the browser test. Installs missing Debian/npm packages first.
-test: deps vet test-go test-fuzz test-shell test-browser
+test: deps vet test-go test-fuzz test-shell test-browser size
 
 test-go:
 	$(GO) test -count=1 -timeout 20m ./...

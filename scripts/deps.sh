@@ -7,6 +7,7 @@ want=""
 need() { command -v "$1" >/dev/null 2>&1 || want="$want $2"; }
 
 need ip iproute2
+need xz xz-utils
 if [ "${1:-test}" = test ]; then
 	need ethtool ethtool
 	need shellcheck shellcheck
