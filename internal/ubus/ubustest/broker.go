@@ -780,18 +780,28 @@ func (b *Broker) objectEvent(obj *object, add bool) {
 	}
 }
 
-func (b *Broker) subscribe(cl *client, a *attrs) ubus.Status {
+// subscriber resolves the OBJID and TARGET of a SUBSCRIBE or UNSUBSCRIBE:
+// the subscribing object must exist and belong to the calling client.
+func (b *Broker) subscriber(cl *client, a *attrs) (obj *object, target uint32, st ubus.Status) {
 	id, okID := a.u32(ubus.AttrObjID)
 	tid, okT := a.u32(ubus.AttrTarget)
 	if !okID || !okT {
-		return ubus.StatusInvalidArgument
+		return nil, 0, ubus.StatusInvalidArgument
 	}
-	obj := b.objects[id]
+	obj = b.objects[id]
 	if obj == nil {
-		return ubus.StatusNotFound
+		return nil, 0, ubus.StatusNotFound
 	}
 	if obj.owner != cl {
-		return ubus.StatusInvalidArgument
+		return nil, 0, ubus.StatusInvalidArgument
+	}
+	return obj, tid, ubus.StatusOK
+}
+
+func (b *Broker) subscribe(cl *client, a *attrs) ubus.Status {
+	obj, tid, st := b.subscriber(cl, a)
+	if st != ubus.StatusOK {
+		return st
 	}
 	target := b.objects[tid]
 	if target == nil {
@@ -830,17 +840,9 @@ func (b *Broker) dropSubscription(sub, target *object) {
 }
 
 func (b *Broker) unsubscribe(cl *client, a *attrs) ubus.Status {
-	id, okID := a.u32(ubus.AttrObjID)
-	tid, okT := a.u32(ubus.AttrTarget)
-	if !okID || !okT {
-		return ubus.StatusInvalidArgument
-	}
-	obj := b.objects[id]
-	if obj == nil {
-		return ubus.StatusNotFound
-	}
-	if obj.owner != cl {
-		return ubus.StatusInvalidArgument
+	obj, tid, st := b.subscriber(cl, a)
+	if st != ubus.StatusOK {
+		return st
 	}
 	for _, t := range obj.targets {
 		if t.id == tid {
