@@ -86,16 +86,18 @@ func checkNoInterleave(t *testing.T, log string, wantPairs int) {
 	}
 }
 
-func TestLockSerialisesProcesses(t *testing.T) {
-	dir := t.TempDir()
+// runTwoHelpers runs two copies of this test binary at once, each running
+// only the named helper test with env set, and waits for both.
+func runTwoHelpers(t *testing.T, helper, env string) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var cmds []*exec.Cmd
 	for i := 0; i < 2; i++ {
-		c := exec.Command(exe, "-test.run", "^TestLockHelperProcess$", "-test.count=1")
-		c.Env = append(os.Environ(), lockHelperEnv+"="+dir)
+		c := exec.Command(exe, "-test.run", "^"+helper+"$", "-test.count=1")
+		c.Env = append(os.Environ(), env)
 		out := &strings.Builder{}
 		c.Stdout, c.Stderr = out, out
 		if err := c.Start(); err != nil {
@@ -108,6 +110,11 @@ func TestLockSerialisesProcesses(t *testing.T) {
 			t.Fatalf("helper: %v\n%s", err, c.Stdout)
 		}
 	}
+}
+
+func TestLockSerialisesProcesses(t *testing.T) {
+	dir := t.TempDir()
+	runTwoHelpers(t, "TestLockHelperProcess", lockHelperEnv+"="+dir)
 	b, err := os.ReadFile(filepath.Join(dir, "log"))
 	if err != nil {
 		t.Fatal(err)
@@ -227,26 +234,7 @@ func TestApplyHelperProcess(t *testing.T) {
 
 func TestAppliesFromTwoProcessesNeverInterleave(t *testing.T) {
 	root := presetRoot(t, "ipq807x", nil)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cmds []*exec.Cmd
-	for i := 0; i < 2; i++ {
-		c := exec.Command(exe, "-test.run", "^TestApplyHelperProcess$", "-test.count=1")
-		c.Env = append(os.Environ(), applyHelperEnv+"="+root)
-		out := &strings.Builder{}
-		c.Stdout, c.Stderr = out, out
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds = append(cmds, c)
-	}
-	for _, c := range cmds {
-		if err := c.Wait(); err != nil {
-			t.Fatalf("helper: %v\n%s", err, c.Stdout)
-		}
-	}
+	runTwoHelpers(t, "TestApplyHelperProcess", applyHelperEnv+"="+root)
 	b, err := os.ReadFile(filepath.Join(root, "applies.log"))
 	if err != nil {
 		t.Fatal(err)
