@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/internal/netnstest"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/internal/uci"
@@ -539,7 +540,7 @@ func (r *router) checkAgainstDaemon(dev string, s *devState) []string {
 	for i, rx := range q.Rx {
 		if rx.WantRPSCPUs == "" {
 			errs = append(errs, fmt.Sprintf("%s %s: not managed (no want_rps_cpus)", dev, rx.Queue))
-		} else if !steering.SameMask(rx.WantRPSCPUs, strconv.FormatUint(s.rps[i], 16)) {
+		} else if !cpuset.SameMask(rx.WantRPSCPUs, strconv.FormatUint(s.rps[i], 16)) {
 			errs = append(errs, fmt.Sprintf("%s %s: kernel rps_cpus %x, daemon wants %s", dev, rx.Queue, s.rps[i], rx.WantRPSCPUs))
 		}
 		if rx.NAPI == nil || rx.NAPI.WantCPUs == "" {
@@ -550,12 +551,12 @@ func (r *router) checkAgainstDaemon(dev string, s *devState) []string {
 			errs = append(errs, fmt.Sprintf("%s %s: daemon names NAPI pid %d, not a thread of %s", dev, rx.Queue, rx.NAPI.PID, dev))
 			continue
 		}
-		if !steering.SameList(rx.NAPI.WantCPUs, cpuList(th.cpus)) {
+		if !cpuset.SameList(rx.NAPI.WantCPUs, cpuList(th.cpus)) {
 			errs = append(errs, fmt.Sprintf("%s %s: %s runs on %x, daemon wants %s", dev, rx.Queue, rx.NAPI.Thread, th.cpus, rx.NAPI.WantCPUs))
 		}
 	}
 	for i, tx := range q.Tx {
-		if tx.WantXPSCPUs != "" && !steering.SameMask(tx.WantXPSCPUs, strconv.FormatUint(s.xps[i], 16)) {
+		if tx.WantXPSCPUs != "" && !cpuset.SameMask(tx.WantXPSCPUs, strconv.FormatUint(s.xps[i], 16)) {
 			errs = append(errs, fmt.Sprintf("%s %s: kernel xps_cpus %x, daemon wants %s", dev, tx.Queue, s.xps[i], tx.WantXPSCPUs))
 		}
 	}

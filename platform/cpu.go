@@ -2,6 +2,8 @@ package platform
 
 import (
 	"strconv"
+
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 )
 
 // CPU topology files (Documentation/ABI/stable/sysfs-devices-system-cpu,
@@ -93,7 +95,11 @@ func (f *reader) cpuListFile(rel string) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ParseCPUList(s)
+	set, err := cpuset.ParseList(s)
+	if err != nil || set.IsEmpty() {
+		return nil, err
+	}
+	return set.CPUs(), nil
 }
 
 // listCPUDirs lists N of sys/bus/cpu/devices/cpuN, sorted.
@@ -105,7 +111,7 @@ func (f *reader) listCPUDirs() []int {
 	var ids []int
 	for _, n := range names {
 		if len(n) > 3 && n[:3] == "cpu" {
-			if id, err := strconv.Atoi(n[3:]); err == nil && id >= 0 && id < maxCPUs {
+			if id, err := strconv.Atoi(n[3:]); err == nil && id >= 0 && id < cpuset.MaxCPUs {
 				ids = append(ids, id)
 			}
 		}

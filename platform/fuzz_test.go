@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 )
 
 // FuzzParseInterrupts: any input gives rows or an error, never a panic;
@@ -44,7 +46,7 @@ func FuzzParseSoftnet(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in string) {
 		stats, _ := parseSoftnet(strings.NewReader(in))
 		for _, s := range stats {
-			if s.CPU < 0 || s.CPU >= maxCPUs {
+			if s.CPU < 0 || s.CPU >= cpuset.MaxCPUs {
 				t.Fatalf("cpu %d out of range", s.CPU)
 			}
 		}

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 )
 
 // IRQs, from proc/interrupts (kernel/irq/proc.c show_interrupts) and
@@ -187,7 +189,7 @@ func (f *reader) readIRQs(g *gaps) []IRQ {
 			g.add(rel, err)
 			continue
 		}
-		if _, err := ParseMask(s); err != nil {
+		if _, err := cpuset.ParseMask(s); err != nil {
 			g.add(rel, err)
 			continue
 		}

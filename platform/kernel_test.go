@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/internal/netnstest"
 )
 
@@ -85,12 +86,12 @@ func kernelChild(t *testing.T) {
 			if q.Index != i {
 				t.Errorf("%s rx order %+v", name, d.RxQueues)
 			}
-			if _, err := ParseMask(q.RPSCPUs); err != nil {
+			if _, err := cpuset.ParseMask(q.RPSCPUs); err != nil {
 				t.Errorf("%s %s rps_cpus %q: %v", name, q.Name, q.RPSCPUs, err)
 			}
 		}
 		for _, q := range d.TxQueues {
-			if _, err := ParseMask(q.XPSCPUs); err != nil {
+			if _, err := cpuset.ParseMask(q.XPSCPUs); err != nil {
 				t.Errorf("%s %s xps_cpus %q: %v", name, q.Name, q.XPSCPUs, err)
 			}
 		}
@@ -118,8 +119,8 @@ func kernelChild(t *testing.T) {
 					want = append(want, c)
 				}
 			}
-			got, err := ParseCPUList(th.CPUs)
-			if err != nil || !reflect.DeepEqual(got, want) {
+			got, err := cpuset.ParseList(th.CPUs)
+			if err != nil || !reflect.DeepEqual(got.CPUs(), want) {
 				t.Errorf("thread %d (%s) cpus %q, kernel says %v", th.PID, th.Name, th.CPUs, want)
 			}
 			if th.PID == pinnedPID && th.CPUs != strconv.Itoa(pinnedCPU) {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"golang.org/x/sys/unix"
 )
 
@@ -190,7 +191,7 @@ func cpusAllowedList(b []byte) (string, error) {
 		}
 		if v, ok := bytes.CutPrefix(line, []byte(key)); ok {
 			s := string(bytes.TrimSpace(v))
-			if _, err := ParseCPUList(s); err != nil {
+			if _, err := cpuset.ParseList(s); err != nil {
 				return "", fmt.Errorf("status: Cpus_allowed_list: %w", err)
 			}
 			return s, nil

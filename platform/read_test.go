@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform/fixture"
 )
 
@@ -374,8 +375,8 @@ func TestServer48Masks(t *testing.T) {
 	if got := eth0.TxQueues[32].XPSCPUs; got != "0001,00000000" {
 		t.Errorf("tx-32 xps %q", got)
 	}
-	cpus, err := ParseMask(eth0.TxQueues[40].XPSCPUs)
-	if err != nil || !reflect.DeepEqual(cpus, []int{40}) {
+	cpus, err := cpuset.ParseMask(eth0.TxQueues[40].XPSCPUs)
+	if err != nil || !reflect.DeepEqual(cpus.CPUs(), []int{40}) {
 		t.Errorf("tx-40 mask cpus %v %v", cpus, err)
 	}
 	if s.NAPIThreads[0].PID != 90 || s.NAPIThreads[10].PID != 100 || s.NAPIThreads[0].NAPIID != 8193 {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 )
 
 // Softnet counters, from proc/net/softnet_stat (net/core/net-procfs.c
@@ -72,7 +74,7 @@ func parseSoftnetBytes(b []byte) ([]SoftnetStat, error) {
 			s.FlowLimit = vals[10]
 		}
 		if n >= 13 {
-			if vals[12] >= maxCPUs {
+			if vals[12] >= cpuset.MaxCPUs {
 				return stats, fmt.Errorf("softnet_stat row %d: cpu %d out of range", row, vals[12])
 			}
 			s.CPU = int(vals[12])

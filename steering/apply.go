@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -195,9 +196,9 @@ func applyRank(kind string) int {
 func sameValue(kind, live, want string) bool {
 	switch kind {
 	case KindRPSCPUs, KindXPSCPUs, KindIRQAffinity:
-		return SameMask(live, want)
+		return cpuset.SameMask(live, want)
 	case KindNAPIAffinity:
-		return SameList(live, want)
+		return cpuset.SameList(live, want)
 	case KindRPSFlowCnt, KindSysctl:
 		l, err1 := strconv.ParseUint(live, 10, 64)
 		w, err2 := strconv.ParseUint(want, 10, 64)

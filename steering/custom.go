@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -28,7 +29,7 @@ func applyOverrides(b *builder, s *platform.Snapshot, flows int) {
 	if s.Config.Steering == nil {
 		return
 	}
-	var present CPUSet
+	var present cpuset.Set
 	for _, c := range s.CPUs {
 		present = present.Add(c.ID)
 	}
@@ -47,15 +48,15 @@ func applyOverrides(b *builder, s *platform.Snapshot, flows int) {
 			b.hints = append(b.hints, Hint{ID: HintOverrideInvalid, Device: o.Name,
 				Text: fmt.Sprintf("Option %s '%s' of device %s is ignored: %v.", opt, val, o.Name, err)})
 		}
-		mask := func(opt, val string) (CPUSet, bool) {
-			set, err := ParseMask(val)
+		mask := func(opt, val string) (cpuset.Set, bool) {
+			set, err := cpuset.ParseMask(val)
 			if err != nil {
 				bad(opt, val, err)
-				return CPUSet{}, false
+				return cpuset.Set{}, false
 			}
 			if extra := set.Intersect(present); !extra.Equal(set) {
 				bad(opt, val, fmt.Errorf("CPUs %s do not exist here (CPUs: %s)", diff(set, present).List(), present.List()))
-				return CPUSet{}, false
+				return cpuset.Set{}, false
 			}
 			return set, true
 		}
@@ -68,7 +69,7 @@ func applyOverrides(b *builder, s *platform.Snapshot, flows int) {
 				devFlows, flowsSet = n, true
 			}
 		}
-		setRPS := func(q platform.RxQueue, set CPUSet) {
+		setRPS := func(q platform.RxQueue, set cpuset.Set) {
 			b.rps(d, q, set)
 			if flowsSet || !b.hasFlowCnt(d, q) {
 				b.flowCnt(d, q, devFlows)
@@ -115,7 +116,7 @@ func applyOverrides(b *builder, s *platform.Snapshot, flows int) {
 			}
 		}
 		if o.NAPICPUs != "" {
-			set, err := ParseList(o.NAPICPUs)
+			set, err := cpuset.ParseList(o.NAPICPUs)
 			switch {
 			case err != nil:
 				bad("napi_cpus", o.NAPICPUs, err)
@@ -133,8 +134,8 @@ func applyOverrides(b *builder, s *platform.Snapshot, flows int) {
 }
 
 // diff is a minus b.
-func diff(a, b CPUSet) CPUSet {
-	var out CPUSet
+func diff(a, b cpuset.Set) cpuset.Set {
+	var out cpuset.Set
 	for _, c := range a.CPUs() {
 		if !b.Has(c) {
 			out = out.Add(c)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform/fixture"
 )
 
@@ -129,7 +130,7 @@ func TestApplyFixtureThreadAffinity(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("%s status lacks %q:\n%s", a.Thread, want, b)
 		}
-		set, _ := ParseList(a.Value)
+		set, _ := cpuset.ParseList(a.Value)
 		if mask := "Cpus_allowed:\t" + set.KernelMask(len(snap.CPUs)) + "\n"; !strings.Contains(string(b), mask) {
 			t.Errorf("%s status lacks %q:\n%s", a.Thread, mask, b)
 		}
@@ -219,13 +220,13 @@ func TestQueues(t *testing.T) {
 			t.Errorf("thread %d tied to two queues", rx.NAPI.PID)
 		}
 		seen[rx.NAPI.PID] = true
-		if rx.NAPI.WantCPUs == "" || !SameList(rx.NAPI.CPUs, rx.NAPI.WantCPUs) {
+		if rx.NAPI.WantCPUs == "" || !cpuset.SameList(rx.NAPI.CPUs, rx.NAPI.WantCPUs) {
 			t.Errorf("%s napi live %q want %q", rx.Queue, rx.NAPI.CPUs, rx.NAPI.WantCPUs)
 		}
-		if rx.IRQ.WantCPUs == "" || !SameList(rx.IRQ.CPUs, rx.IRQ.WantCPUs) {
+		if rx.IRQ.WantCPUs == "" || !cpuset.SameList(rx.IRQ.CPUs, rx.IRQ.WantCPUs) {
 			t.Errorf("%s irq live %q want %q", rx.Queue, rx.IRQ.CPUs, rx.IRQ.WantCPUs)
 		}
-		if rx.WantRPSCPUs == "" || !SameMask(rx.RPSCPUs, rx.WantRPSCPUs) {
+		if rx.WantRPSCPUs == "" || !cpuset.SameMask(rx.RPSCPUs, rx.WantRPSCPUs) {
 			t.Errorf("%s rps live %q want %q", rx.Queue, rx.RPSCPUs, rx.WantRPSCPUs)
 		}
 	}

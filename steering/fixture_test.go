@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform"
 	"github.com/packet-steering/packet-steering/platform/fixture"
 )
@@ -122,10 +123,10 @@ func lines(parts ...[]string) []string {
 
 func is(v string) func(int) string { return func(int) string { return v } }
 func cpuOf(f func(int) int) func(int) string {
-	return func(q int) string { return NewCPUSet(f(q)).Mask() }
+	return func(q int) string { return cpuset.Of(f(q)).Mask() }
 }
 func listOf(f func(int) int) func(int) string {
-	return func(q int) string { return NewCPUSet(f(q)).List() }
+	return func(q int) string { return cpuset.Of(f(q)).List() }
 }
 func same(q int) int { return q }
 
@@ -305,7 +306,7 @@ func applyToSnapshot(s *platform.Snapshot, p *Plan) *platform.Snapshot {
 	c.IRQs = append([]platform.IRQ(nil), s.IRQs...)
 	n := len(s.CPUs)
 	kernel := func(mask string) string {
-		set, _ := ParseMask(mask)
+		set, _ := cpuset.ParseMask(mask)
 		return set.KernelMask(n)
 	}
 	for _, a := range p.Actions {

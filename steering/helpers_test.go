@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -139,4 +140,4 @@ func hasHint(p *Plan, id string) bool {
 }
 
 // masks of single CPUs, for readable expectations.
-func cpuMask(c int) string { return NewCPUSet(c).Mask() }
+func cpuMask(c int) string { return cpuset.Of(c).Mask() }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -91,7 +92,7 @@ func dsaUserRPSHints(s *platform.Snapshot, p *Plan) []Hint {
 			if !ok {
 				v = q.RPSCPUs
 			}
-			set, err := ParseMask(v)
+			set, err := cpuset.ParseMask(v)
 			if err != nil || set.IsEmpty() {
 				continue
 			}
@@ -136,7 +137,7 @@ func hasNonZeroRPS(p *Plan) bool {
 		if a.Kind != KindRPSCPUs {
 			continue
 		}
-		if set, err := ParseMask(a.Value); err == nil && !set.IsEmpty() {
+		if set, err := cpuset.ParseMask(a.Value); err == nil && !set.IsEmpty() {
 			return true
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -93,7 +94,7 @@ func TestProfileTable(t *testing.T) {
 			t.Errorf("%s: fixed choice and RPS list disagree", p.Name)
 		}
 		for _, f := range p.RPS {
-			if _, err := ParseMask(f.Mask); err != nil {
+			if _, err := cpuset.ParseMask(f.Mask); err != nil {
 				t.Errorf("%s: %v", p.Name, err)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/internal/netnstest"
 )
 
@@ -141,7 +142,7 @@ func checkKernelState(t *testing.T, e *Engine, mode Mode) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !SameMask(string(b), a.Value) {
+			if !cpuset.SameMask(string(b), a.Value) {
 				t.Errorf("%s: %s/%s rps_cpus is %q, plan says %q", mode, a.Device, a.Queue, strings.TrimSpace(string(b)), a.Value)
 			}
 			managed[a.Device]++
@@ -158,7 +159,7 @@ func checkKernelState(t *testing.T, e *Engine, mode Mode) {
 			if err := unix.SchedGetaffinity(a.PID, &set); err != nil {
 				t.Fatalf("sched_getaffinity %d: %v", a.PID, err)
 			}
-			if got := cpuSetList(&set); !SameList(got, a.Value) {
+			if got := cpuSetList(&set); !cpuset.SameList(got, a.Value) {
 				t.Errorf("%s: %s (pid %d) runs on %s, plan says %s", mode, a.Thread, a.PID, got, a.Value)
 			}
 			managed[actionDevice(snap, a)]++
@@ -173,7 +174,7 @@ func checkKernelState(t *testing.T, e *Engine, mode Mode) {
 		for _, v := range kernelVeths {
 			for q := 0; q < v.Queues; q++ {
 				b, _ := os.ReadFile(fmt.Sprintf("/sys/class/net/%s/queues/rx-%d/rps_cpus", v.Name, q))
-				if !SameMask(string(b), "0") {
+				if !cpuset.SameMask(string(b), "0") {
 					t.Errorf("off: %s rx-%d rps_cpus %q", v.Name, q, b)
 				}
 			}
@@ -182,7 +183,7 @@ func checkKernelState(t *testing.T, e *Engine, mode Mode) {
 	if mode == ModeCustom {
 		for _, v := range kernelVeths {
 			b, _ := os.ReadFile("/sys/class/net/" + v.Name + "/queues/rx-0/rps_cpus")
-			if !SameMask(string(b), "1") {
+			if !cpuset.SameMask(string(b), "1") {
 				t.Errorf("custom: %s rx-0 rps_cpus %q, want the override 1", v.Name, b)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -148,8 +149,8 @@ type stockDev struct {
 type stockRun struct {
 	b       *builder
 	cpus    []*stockCPU
-	allMask CPUSet // what the script writes for "all CPUs"
-	allList CPUSet // what mode 0 gives every thread
+	allMask cpuset.Set // what the script writes for "all CPUs"
+	allList cpuset.Set // what mode 0 gives every thread
 	disable bool
 	allCPUs bool
 	flows   int
@@ -173,7 +174,7 @@ func stockCPUs(s *platform.Snapshot, onlineOnly bool) []*stockCPU {
 		if onlineOnly && !c.Online {
 			continue
 		}
-		if c.ID < 0 || c.ID >= MaxCPUs || seen[c.ID] {
+		if c.ID < 0 || c.ID >= cpuset.MaxCPUs || seen[c.ID] {
 			continue // not a CPU the kernel could have; a snapshot may be hand-made
 		}
 		seen[c.ID] = true
@@ -246,18 +247,18 @@ func (r *stockRun) setTask(t *platform.NAPIThread, cpu int) {
 		r.b.napi(t, r.allList)
 		return
 	}
-	r.b.napi(t, NewCPUSet(cpu))
+	r.b.napi(t, cpuset.Of(cpu))
 }
 
 // setNetdev is set_netdev_cpu: queue "" means every rx queue.
 func (r *stockRun) setNetdev(d *platform.Device, cpu int, queue string) {
-	var val CPUSet
+	var val cpuset.Set
 	switch {
 	case r.disable:
 	case cpu < 0:
 		val = r.allMask
 	default:
-		val = NewCPUSet(cpu)
+		val = cpuset.Of(cpu)
 	}
 	if queue != "" {
 		if i, ok := r.b.rxIndex(d)[queue]; ok {

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -142,7 +143,7 @@ func newStockRun(b *builder, s *platform.Snapshot, online bool) *stockRun {
 	} else {
 		r.cpus = stockCPUs(s, false)
 		if len(r.cpus) > 0 {
-			r.allMask = RangeCPUSet(0, len(r.cpus)-1)
+			r.allMask = cpuset.Range(0, len(r.cpus)-1)
 		}
 	}
 	for _, c := range r.cpus {
@@ -262,7 +263,7 @@ func (b *builder) deviceIRQs(name string) []*platform.IRQ {
 
 func (b *builder) put(k actionKey, a Action) { b.acts[k] = a }
 
-func (b *builder) rps(d *platform.Device, q platform.RxQueue, set CPUSet) {
+func (b *builder) rps(d *platform.Device, q platform.RxQueue, set cpuset.Set) {
 	k := actionKey{kind: KindRPSCPUs, device: d.Name, queue: q.Name}
 	b.order[k] = q.Index
 	b.put(k, Action{Kind: KindRPSCPUs, Device: d.Name, Queue: q.Name, Value: set.Mask(), Current: q.RPSCPUs})
@@ -279,19 +280,19 @@ func (b *builder) hasFlowCnt(d *platform.Device, q platform.RxQueue) bool {
 	return ok
 }
 
-func (b *builder) xps(d *platform.Device, q platform.TxQueue, set CPUSet) {
+func (b *builder) xps(d *platform.Device, q platform.TxQueue, set cpuset.Set) {
 	k := actionKey{kind: KindXPSCPUs, device: d.Name, queue: q.Name}
 	b.order[k] = q.Index
 	b.put(k, Action{Kind: KindXPSCPUs, Device: d.Name, Queue: q.Name, Value: set.Mask(), Current: q.XPSCPUs})
 }
 
-func (b *builder) napi(t *platform.NAPIThread, set CPUSet) {
+func (b *builder) napi(t *platform.NAPIThread, set cpuset.Set) {
 	b.put(actionKey{kind: KindNAPIAffinity, pid: t.PID}, Action{
 		Kind: KindNAPIAffinity, PID: t.PID, Thread: t.Name, Value: set.List(), Current: t.CPUs,
 	})
 }
 
-func (b *builder) irq(irq *platform.IRQ, set CPUSet) {
+func (b *builder) irq(irq *platform.IRQ, set cpuset.Set) {
 	b.put(actionKey{kind: KindIRQAffinity, irq: irq.Number}, Action{
 		Kind: KindIRQAffinity, IRQ: irq.Number, Name: irq.Name, Value: set.Mask(), Current: irq.SMPAffinity,
 	})

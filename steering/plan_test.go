@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -683,10 +684,10 @@ func FuzzNewPlan(f *testing.F) {
 				var err error
 				switch a.Kind {
 				case KindRPSCPUs, KindXPSCPUs, KindIRQAffinity:
-					_, err = ParseMask(a.Value)
+					_, err = cpuset.ParseMask(a.Value)
 				case KindNAPIAffinity:
-					var set CPUSet
-					set, err = ParseList(a.Value)
+					var set cpuset.Set
+					set, err = cpuset.ParseList(a.Value)
 					if err == nil && set.IsEmpty() {
 						err = errors.New("empty affinity")
 					}

@@ -3,6 +3,7 @@ package steering
 import (
 	"strings"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -325,7 +326,7 @@ func applyFixed(b *builder, s *platform.Snapshot, rps []FixedRPS, flows int) {
 		if d == nil {
 			continue
 		}
-		set, err := ParseMask(f.Mask)
+		set, err := cpuset.ParseMask(f.Mask)
 		if err != nil {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -169,7 +170,7 @@ func maskToList(mask string) string {
 	if mask == "" {
 		return ""
 	}
-	s, err := ParseMask(mask)
+	s, err := cpuset.ParseMask(mask)
 	if err != nil {
 		return mask
 	}

@@ -3,6 +3,7 @@ package steering
 import (
 	"sort"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -45,11 +46,11 @@ func (r *stockRun) assignRSS(d *stockDev) {
 	tasks := append([]*platform.NAPIThread(nil), d.rxTasks...)
 	sort.SliceStable(tasks, func(i, j int) bool { return tasks[i].NAPIID < tasks[j].NAPIID })
 	for i, t := range tasks {
-		r.b.napi(t, NewCPUSet(r.cpus[i%n].id))
+		r.b.napi(t, cpuset.Of(r.cpus[i%n].id))
 	}
 	for _, nd := range d.netdevs {
 		for _, q := range nd.RxQueues {
-			r.b.rps(nd, q, CPUSet{})
+			r.b.rps(nd, q, cpuset.Set{})
 			r.b.flowCnt(nd, q, r.flows)
 		}
 		if t := len(nd.TxQueues); t > 1 {
@@ -61,22 +62,22 @@ func (r *stockRun) assignRSS(d *stockDev) {
 	for _, nd := range d.netdevs {
 		for _, irq := range r.b.deviceIRQs(nd.Name) {
 			if irq.Queue >= 0 {
-				r.b.irq(irq, NewCPUSet(r.cpus[irq.Queue%n].id))
+				r.b.irq(irq, cpuset.Of(r.cpus[irq.Queue%n].id))
 			}
 		}
 	}
 }
 
 // xpsSet is the XPS mask of tx queue i out of t on cpus.
-func xpsSet(i, t int, cpus []*stockCPU) CPUSet {
+func xpsSet(i, t int, cpus []*stockCPU) cpuset.Set {
 	n := len(cpus)
 	if i < 0 {
-		return CPUSet{}
+		return cpuset.Set{}
 	}
 	if t >= n {
-		return NewCPUSet(cpus[i%n].id)
+		return cpuset.Of(cpus[i%n].id)
 	}
-	var set CPUSet
+	var set cpuset.Set
 	for c := range n {
 		if c%t == i {
 			set = set.Add(cpus[c].id)

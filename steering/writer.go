@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -231,7 +232,7 @@ func (w *FSWriter) ThreadAffinity(pid int, comm string) (string, error) {
 
 // SetThreadAffinity implements Writer.
 func (w *FSWriter) SetThreadAffinity(pid int, comm, cpus string) error {
-	set, err := ParseList(cpus)
+	set, err := cpuset.ParseList(cpus)
 	if err != nil {
 		return fmt.Errorf("cpu list %q: %w", cpus, err)
 	}
@@ -256,7 +257,7 @@ func (w *FSWriter) SetThreadAffinity(pid int, comm, cpus string) error {
 
 // rewriteStatus is the fixture form of sched_setaffinity: the two lines of
 // proc/PID/status that show the affinity are replaced, the rest is kept.
-func (w *FSWriter) rewriteStatus(pid int, set CPUSet) error {
+func (w *FSWriter) rewriteStatus(pid int, set cpuset.Set) error {
 	rel := "proc/" + strconv.Itoa(pid) + "/status"
 	p, err := w.path(rel)
 	if err != nil {
@@ -287,7 +288,7 @@ func (w *FSWriter) rewriteStatus(pid int, set CPUSet) error {
 // kernelWidthMask formats set as the kernel prints Cpus_allowed: as wide as
 // the mask it replaces, since the kernel prints every mask nr_cpu_ids bits
 // wide (%*pb).
-func kernelWidthMask(set CPUSet, old string) string {
+func kernelWidthMask(set cpuset.Set, old string) string {
 	nbits := 0
 	for _, g := range strings.Split(old, ",") {
 		if nbits > 0 {
@@ -304,25 +305,5 @@ func kernelWidthMask(set CPUSet, old string) string {
 
 // cpuSetList formats a unix.CPUSet as a cpu list ("0-3,6").
 func cpuSetList(s *unix.CPUSet) string {
-	var b strings.Builder
-	n := len(s) * 64
-	for c := 0; c < n; c++ {
-		if !s.IsSet(c) {
-			continue
-		}
-		end := c
-		for end+1 < n && s.IsSet(end+1) {
-			end++
-		}
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.Itoa(c))
-		if end > c {
-			b.WriteByte('-')
-			b.WriteString(strconv.Itoa(end))
-		}
-		c = end
-	}
-	return b.String()
+	return cpuset.FromFunc(len(s)*64, s.IsSet).List()
 }

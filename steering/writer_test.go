@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"golang.org/x/sys/unix"
 )
 
@@ -110,8 +111,8 @@ func TestCPUSetList(t *testing.T) {
 		for _, c := range cpus {
 			s.Set(c)
 		}
-		got, err := ParseList(cpuSetList(&s))
-		if err != nil || !got.Equal(NewCPUSet(cpus...)) {
+		got, err := cpuset.ParseList(cpuSetList(&s))
+		if err != nil || !got.Equal(cpuset.Of(cpus...)) {
 			t.Fatalf("round trip of %v: %q, %v", cpus, cpuSetList(&s), err)
 		}
 	}

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/packet-steering/packet-steering/steering"
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 )
 
 // Candidate is one configuration to measure: a mode, or (Mode custom) the
@@ -89,7 +89,7 @@ func ParseCandidates(s string) ([]Candidate, error) {
 				if len(dev) > 15 {
 					return nil, fmt.Errorf("candidate %q: device name %q is longer than 15 bytes", f, dev)
 				}
-				if _, err := steering.ParseMask(mask); err != nil {
+				if _, err := cpuset.ParseMask(mask); err != nil {
 					return nil, fmt.Errorf("candidate %q: device %s: %w", f, dev, err)
 				}
 				if devs[dev] {
@@ -134,7 +134,7 @@ func (l Layout) Variants(dev string) []string {
 		}
 	}
 	for _, c := range l.CPUs {
-		add(steering.NewCPUSet(c).Mask())
+		add(cpuset.Of(c).Mask())
 	}
 	if rx := l.RxCPUs[dev]; len(rx) > 0 {
 		pinned := map[int]bool{}
@@ -148,7 +148,7 @@ func (l Layout) Variants(dev string) []string {
 			}
 		}
 		if len(rest) > 0 && len(rest) < len(l.CPUs) {
-			add(steering.NewCPUSet(rest...).Mask())
+			add(cpuset.Of(rest...).Mask())
 		}
 	}
 	return out

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform"
 	"github.com/packet-steering/packet-steering/steering"
 )
@@ -67,7 +68,7 @@ func PlanCandidate(s *platform.Snapshot, c Candidate) (*steering.Plan, error) {
 		if !found {
 			return nil, fmt.Errorf("candidate %s: no device %q here: %w", c.Name, r.Device, steering.ErrInvalid)
 		}
-		if _, err := steering.ParseMask(r.Mask); err != nil {
+		if _, err := cpuset.ParseMask(r.Mask); err != nil {
 			return nil, fmt.Errorf("candidate %s: %w", c.Name, err)
 		}
 		set := false
@@ -167,11 +168,11 @@ func planSignature(p *steering.Plan) string {
 		v := a.Value
 		switch a.Kind {
 		case steering.KindRPSCPUs, steering.KindXPSCPUs, steering.KindIRQAffinity:
-			if set, err := steering.ParseMask(v); err == nil {
+			if set, err := cpuset.ParseMask(v); err == nil {
 				v = set.List()
 			}
 		case steering.KindNAPIAffinity:
-			if set, err := steering.ParseList(v); err == nil {
+			if set, err := cpuset.ParseList(v); err == nil {
 				v = set.List()
 			}
 		}
@@ -193,7 +194,7 @@ func rpsColumns(p *steering.Plan, devs []string) []string {
 			if a.Kind != steering.KindRPSCPUs || a.Device != d {
 				continue
 			}
-			if len(masks) > 0 && !steering.SameMask(masks[0], a.Value) {
+			if len(masks) > 0 && !cpuset.SameMask(masks[0], a.Value) {
 				same = false
 			}
 			masks = append(masks, a.Value)
@@ -286,7 +287,7 @@ func (e *Machine) Restore(ctx context.Context) (RestoreResult, error) {
 // counts as pinned to the CPUs its /proc/interrupts counts show it ran on.
 func LayoutFor(s *platform.Snapshot, plans []*steering.Plan, devs []string) Layout {
 	l := Layout{RxCPUs: map[string][]int{}}
-	var all steering.CPUSet
+	var all cpuset.Set
 	for _, c := range s.CPUs {
 		if c.Online {
 			l.CPUs = append(l.CPUs, c.ID)
@@ -297,7 +298,7 @@ func LayoutFor(s *platform.Snapshot, plans []*steering.Plan, devs []string) Layo
 		steered := map[string]bool{}
 		for _, p := range plans {
 			for _, a := range p.Actions {
-				if a.Kind == steering.KindRPSCPUs && !steering.SameMask(a.Value, "0") {
+				if a.Kind == steering.KindRPSCPUs && !cpuset.SameMask(a.Value, "0") {
 					steered[a.Device] = true
 				}
 			}
@@ -306,12 +307,12 @@ func LayoutFor(s *platform.Snapshot, plans []*steering.Plan, devs []string) Layo
 	}
 	l.Devices = devs
 	for _, d := range devs {
-		var pinned steering.CPUSet
+		var pinned cpuset.Set
 		for _, t := range s.NAPIThreads {
 			if t.Device != d {
 				continue
 			}
-			if set, err := steering.ParseList(t.CPUs); err == nil {
+			if set, err := cpuset.ParseList(t.CPUs); err == nil {
 				pinned = pinned.Union(set)
 			}
 		}
@@ -320,13 +321,13 @@ func LayoutFor(s *platform.Snapshot, plans []*steering.Plan, devs []string) Layo
 				continue
 			}
 			set := all
-			if m, err := steering.ParseMask(irq.SMPAffinity); err == nil && irq.SMPAffinity != "" {
+			if m, err := cpuset.ParseMask(irq.SMPAffinity); err == nil && irq.SMPAffinity != "" {
 				set = m.Intersect(all)
 			}
 			if set.Equal(all) {
 				// Allowed everywhere: where it actually ran is what counts
 				// (the stock bcm53xx hook finds the IRQ's CPU the same way).
-				var ran steering.CPUSet
+				var ran cpuset.Set
 				for cpu, n := range irq.Counts {
 					if n > 0 && all.Has(cpu) {
 						ran = ran.Add(cpu)

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform/fixture"
 	"github.com/packet-steering/packet-steering/steering"
 )
@@ -127,7 +128,7 @@ func TestEngineApplyRestoreOnFixture(t *testing.T) {
 	if err := st.Apply(context.Background(), cands[4]); err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := os.ReadFile(rps); !steering.SameMask(strings.TrimSpace(string(b)), "2") {
+	if b, _ := os.ReadFile(rps); !cpuset.SameMask(strings.TrimSpace(string(b)), "2") {
 		t.Errorf("after apply eth0 rps_cpus = %q", b)
 	}
 	res, err := st.Restore(context.Background())

@@ -16,8 +16,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/internal/netnstest"
-	"github.com/packet-steering/packet-steering/steering"
 )
 
 // The testbed: three namespaces made by the test, client - router - server,
@@ -191,7 +191,7 @@ func testbedRouter(t *testing.T) {
 			t.Errorf("saved config lacks %q:\n%s", want, saved)
 		}
 	}
-	if got := readSys(t, devs[1], "queues/rx-0/rps_cpus"); !steering.SameMask(got, "2") {
+	if got := readSys(t, devs[1], "queues/rx-0/rps_cpus"); !cpuset.SameMask(got, "2") {
 		t.Errorf("after --save %s rx-0 rps_cpus = %q, want 2", devs[1], got)
 	}
 }

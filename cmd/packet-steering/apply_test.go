@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/steering"
 )
 
@@ -123,7 +124,7 @@ func TestApplyCommand(t *testing.T) {
 	if res.Mode != steering.ModeCustom || len(res.Changed) == 0 || len(res.Failed) != 0 {
 		t.Fatalf("result %+v", res)
 	}
-	if !steering.SameMask(rpsOf(t, root), "2") {
+	if !cpuset.SameMask(rpsOf(t, root), "2") {
 		t.Fatalf("rps_cpus %s after apply, want the custom 2", rpsOf(t, root))
 	}
 

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
 	"github.com/packet-steering/packet-steering/platform/fixture"
@@ -517,7 +518,7 @@ func TestDaemonEventsAndSIGHUP(t *testing.T) {
 	if ev["reason"] != "sighup" || ev["changed"] != int64(1) {
 		t.Errorf("sighup event = %v", ev)
 	}
-	if got := readKnob(t, root, knob); !steering.SameMask(got, want) {
+	if got := readKnob(t, root, knob); !cpuset.SameMask(got, want) {
 		t.Errorf("%s = %s after SIGHUP, want %s", knob, got, want)
 	}
 	select {

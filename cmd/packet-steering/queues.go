@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform"
 	"github.com/packet-steering/packet-steering/steering"
 )
@@ -129,7 +130,7 @@ func printQueues(w io.Writer, machine string, devs []steering.DeviceQueues) erro
 // differs as a bitmap: "f (0-3) -> 2 (1)".
 func wantMask(live, want string) string {
 	s := maskText(live)
-	if want != "" && !steering.SameMask(live, want) {
+	if want != "" && !cpuset.SameMask(live, want) {
 		s += " -> " + maskText(want)
 	}
 	return s
@@ -140,7 +141,7 @@ func maskText(mask string) string {
 	if mask == "" {
 		return "-"
 	}
-	cpus, err := steering.ParseMask(mask)
+	cpus, err := cpuset.ParseMask(mask)
 	switch {
 	case err != nil:
 		return mask + " (?)"
@@ -156,7 +157,7 @@ func wantList(live, want string) string {
 	if s == "" {
 		s = "-"
 	}
-	if want != "" && !steering.SameList(live, want) {
+	if want != "" && !cpuset.SameList(live, want) {
 		s += " -> " + want
 	}
 	return s

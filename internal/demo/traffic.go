@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/steering"
 )
 
@@ -114,16 +115,16 @@ func carriesTraffic(d steering.DeviceQueues) bool {
 // queueCPUs is where an rx queue's packets are processed under the live
 // values.
 func queueCPUs(rx steering.RxQueueView) []int {
-	if s, err := steering.ParseMask(rx.RPSCPUs); err == nil && !s.IsEmpty() {
+	if s, err := cpuset.ParseMask(rx.RPSCPUs); err == nil && !s.IsEmpty() {
 		return s.CPUs()
 	}
 	if rx.NAPI != nil {
-		if s, err := steering.ParseList(rx.NAPI.CPUs); err == nil && !s.IsEmpty() {
+		if s, err := cpuset.ParseList(rx.NAPI.CPUs); err == nil && !s.IsEmpty() {
 			return s.CPUs()
 		}
 	}
 	if rx.IRQ != nil {
-		if s, err := steering.ParseList(rx.IRQ.CPUs); err == nil && !s.IsEmpty() {
+		if s, err := cpuset.ParseList(rx.IRQ.CPUs); err == nil && !s.IsEmpty() {
 			return s.CPUs()
 		}
 	}

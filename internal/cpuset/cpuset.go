@@ -1,4 +1,10 @@
-package steering
+// Package cpuset is the one CPU-set type of the project and the kernel's two
+// text forms of it: the hex mask (rps_cpus, xps_cpus, smp_affinity; printed
+// with %*pb, lib/vsprintf.c bitmap_string, read with lib/bitmap-str.c
+// bitmap_parse) and the cpu list ("0-3,8"; cpu/online, Cpus_allowed_list,
+// smp_affinity_list; printed with %*pbl). It is a leaf: it imports only the
+// standard library, so platform, steering and everything above share it.
+package cpuset
 
 import (
 	"errors"
@@ -16,37 +22,37 @@ const MaxCPUs = 8192
 // errMask is wrapped by every ParseMask/ParseList error.
 var errMask = errors.New("bad cpu set")
 
-// CPUSet is a set of CPU numbers of any size. The zero value is the empty
-// set. A CPUSet is a value: the methods that change it return a new set and
+// Set is a set of CPU numbers of any size. The zero value is the empty
+// set. A Set is a value: the methods that change it return a new set and
 // never modify the receiver's backing array.
-type CPUSet struct {
+type Set struct {
 	w []uint64 // bit i of w[i/64] is CPU i; trailing zero words are allowed
 }
 
-// NewCPUSet returns the set holding cpus. Negative numbers are ignored.
-func NewCPUSet(cpus ...int) CPUSet {
-	var s CPUSet
+// Of returns the set holding cpus. Negative numbers are ignored.
+func Of(cpus ...int) Set {
+	var s Set
 	for _, c := range cpus {
 		s = s.Add(c)
 	}
 	return s
 }
 
-// RangeCPUSet returns the set of CPUs first..last inclusive (empty when
+// Range returns the set of CPUs first..last inclusive (empty when
 // last < first or first < 0).
-func RangeCPUSet(first, last int) CPUSet {
+func Range(first, last int) Set {
 	if first < 0 || last < first {
-		return CPUSet{}
+		return Set{}
 	}
 	w := make([]uint64, last/64+1)
 	for c := first; c <= last; c++ {
 		w[c/64] |= 1 << (uint(c) % 64)
 	}
-	return CPUSet{w: w}
+	return Set{w: w}
 }
 
 // Add returns the set with cpu added. A negative cpu leaves it unchanged.
-func (c CPUSet) Add(cpu int) CPUSet {
+func (c Set) Add(cpu int) Set {
 	if cpu < 0 {
 		return c
 	}
@@ -57,22 +63,22 @@ func (c CPUSet) Add(cpu int) CPUSet {
 	w := make([]uint64, n)
 	copy(w, c.w)
 	w[cpu/64] |= 1 << (uint(cpu) % 64)
-	return CPUSet{w: w}
+	return Set{w: w}
 }
 
 // Remove returns the set without cpu.
-func (c CPUSet) Remove(cpu int) CPUSet {
+func (c Set) Remove(cpu int) Set {
 	if !c.Has(cpu) {
 		return c
 	}
 	w := make([]uint64, len(c.w))
 	copy(w, c.w)
 	w[cpu/64] &^= 1 << (uint(cpu) % 64)
-	return CPUSet{w: w}
+	return Set{w: w}
 }
 
 // Union returns the CPUs in c or o.
-func (c CPUSet) Union(o CPUSet) CPUSet {
+func (c Set) Union(o Set) Set {
 	a, b := c.w, o.w
 	if len(a) < len(b) {
 		a, b = b, a
@@ -82,21 +88,21 @@ func (c CPUSet) Union(o CPUSet) CPUSet {
 	for i, x := range b {
 		w[i] |= x
 	}
-	return CPUSet{w: w}
+	return Set{w: w}
 }
 
 // Intersect returns the CPUs in both c and o.
-func (c CPUSet) Intersect(o CPUSet) CPUSet {
+func (c Set) Intersect(o Set) Set {
 	n := min(len(c.w), len(o.w))
 	w := make([]uint64, n)
 	for i := range n {
 		w[i] = c.w[i] & o.w[i]
 	}
-	return CPUSet{w: w}
+	return Set{w: w}
 }
 
 // Has reports whether cpu is in the set.
-func (c CPUSet) Has(cpu int) bool {
+func (c Set) Has(cpu int) bool {
 	if cpu < 0 || cpu/64 >= len(c.w) {
 		return false
 	}
@@ -104,7 +110,7 @@ func (c CPUSet) Has(cpu int) bool {
 }
 
 // Len is the number of CPUs in the set.
-func (c CPUSet) Len() int {
+func (c Set) Len() int {
 	n := 0
 	for _, x := range c.w {
 		n += bits.OnesCount64(x)
@@ -113,7 +119,7 @@ func (c CPUSet) Len() int {
 }
 
 // IsEmpty reports whether the set holds no CPU.
-func (c CPUSet) IsEmpty() bool {
+func (c Set) IsEmpty() bool {
 	for _, x := range c.w {
 		if x != 0 {
 			return false
@@ -123,7 +129,7 @@ func (c CPUSet) IsEmpty() bool {
 }
 
 // Max is the highest CPU in the set, -1 when it is empty.
-func (c CPUSet) Max() int {
+func (c Set) Max() int {
 	for i := len(c.w) - 1; i >= 0; i-- {
 		if c.w[i] != 0 {
 			return i*64 + 63 - bits.LeadingZeros64(c.w[i])
@@ -133,7 +139,7 @@ func (c CPUSet) Max() int {
 }
 
 // CPUs lists the CPUs in ascending order.
-func (c CPUSet) CPUs() []int {
+func (c Set) CPUs() []int {
 	out := make([]int, 0, c.Len())
 	for i, x := range c.w {
 		for x != 0 {
@@ -146,7 +152,7 @@ func (c CPUSet) CPUs() []int {
 }
 
 // Equal reports whether both sets hold the same CPUs.
-func (c CPUSet) Equal(o CPUSet) bool {
+func (c Set) Equal(o Set) bool {
 	a, b := c.w, o.w
 	if len(a) < len(b) {
 		a, b = b, a
@@ -164,7 +170,7 @@ func (c CPUSet) Equal(o CPUSet) bool {
 }
 
 // group32 returns the 32-bit group g (CPUs 32g..32g+31).
-func (c CPUSet) group32(g int) uint32 {
+func (c Set) group32(g int) uint32 {
 	i := g / 2
 	if i >= len(c.w) {
 		return 0
@@ -178,7 +184,7 @@ func (c CPUSet) group32(g int) uint32 {
 // "f", CPU 32 "1,00000000", the empty set "0". The kernel's bitmap_parse
 // (lib/bitmap-str.c) reads this form for every nr_cpu_ids, which is what a
 // writer needs. KernelMask gives the exact text the kernel prints.
-func (c CPUSet) Mask() string {
+func (c Set) Mask() string {
 	top := c.Max()
 	if top < 0 {
 		return "0"
@@ -193,7 +199,7 @@ func (c CPUSet) Mask() string {
 // the others to 8. With 8 CPUs CPU 0 prints as "01", with 48 as
 // "0000,00000001". CPUs at or above nbits are not shown. nbits < 1 is
 // treated as 1.
-func (c CPUSet) KernelMask(nbits int) string {
+func (c Set) KernelMask(nbits int) string {
 	if nbits < 1 {
 		nbits = 1
 	}
@@ -207,7 +213,7 @@ func (c CPUSet) KernelMask(nbits int) string {
 
 // formatMask prints groups 32-bit groups. firstBits > 0 pads the first group
 // to ceil(firstBits/4) digits and masks it to firstBits bits.
-func (c CPUSet) formatMask(groups, firstBits int) string {
+func (c Set) formatMask(groups, firstBits int) string {
 	var b strings.Builder
 	b.Grow(groups * 9)
 	for g := groups - 1; g >= 0; g-- {
@@ -239,7 +245,7 @@ func (c CPUSet) formatMask(groups, firstBits int) string {
 
 // List formats the set as the kernel's cpu list (%*pbl): ascending ranges
 // "a-b" and single CPUs separated by commas, "0-3,5"; the empty set is "".
-func (c CPUSet) List() string {
+func (c Set) List() string {
 	var b strings.Builder
 	cpus := c.CPUs()
 	for i := 0; i < len(cpus); {
@@ -261,7 +267,7 @@ func (c CPUSet) List() string {
 }
 
 // String is List, or "none" for the empty set.
-func (c CPUSet) String() string {
+func (c Set) String() string {
 	if c.IsEmpty() {
 		return "none"
 	}
@@ -284,7 +290,7 @@ func isMaskSep(ch byte) bool {
 // or the kernel's own output means; and CPUs at or above MaxCPUs are
 // rejected. A group of more than 8 digits is an error, as in the kernel
 // (EOVERFLOW); so is any character that is not a hex digit or separator.
-func ParseMask(s string) (CPUSet, error) {
+func ParseMask(s string) (Set, error) {
 	text := s
 	if i := strings.IndexByte(text, '\n'); i >= 0 {
 		text = text[:i]
@@ -305,10 +311,10 @@ func ParseMask(s string) (CPUSet, error) {
 		for end >= 0 && !isMaskSep(text[end]) {
 			d, ok := hexDigit(text[end])
 			if !ok {
-				return CPUSet{}, fmt.Errorf("%w: mask %q: %q is not a hex digit", errMask, s, text[end])
+				return Set{}, fmt.Errorf("%w: mask %q: %q is not a hex digit", errMask, s, text[end])
 			}
 			if n == 8 {
-				return CPUSet{}, fmt.Errorf("%w: mask %q: a group has more than 8 hex digits (32 bits)", errMask, s)
+				return Set{}, fmt.Errorf("%w: mask %q: a group has more than 8 hex digits (32 bits)", errMask, s)
 			}
 			v |= uint32(d) << (4 * uint(n))
 			n++
@@ -317,7 +323,7 @@ func ParseMask(s string) (CPUSet, error) {
 		digits += n
 		if v != 0 {
 			if group*32 >= MaxCPUs {
-				return CPUSet{}, fmt.Errorf("%w: mask %q names a CPU above %d", errMask, s, MaxCPUs-1)
+				return Set{}, fmt.Errorf("%w: mask %q names a CPU above %d", errMask, s, MaxCPUs-1)
 			}
 			for len(w) <= group/2 {
 				w = append(w, 0)
@@ -326,13 +332,13 @@ func ParseMask(s string) (CPUSet, error) {
 		}
 		group++
 		if group > MaxCPUs/32+1 {
-			return CPUSet{}, fmt.Errorf("%w: mask %q has more than %d groups", errMask, s, MaxCPUs/32)
+			return Set{}, fmt.Errorf("%w: mask %q has more than %d groups", errMask, s, MaxCPUs/32)
 		}
 	}
 	if digits == 0 {
-		return CPUSet{}, fmt.Errorf("%w: mask %q has no hex digits", errMask, s)
+		return Set{}, fmt.Errorf("%w: mask %q has no hex digits", errMask, s)
 	}
-	return CPUSet{w: w}, nil
+	return Set{w: w}, nil
 }
 
 func hexDigit(ch byte) (byte, bool) {
@@ -353,8 +359,8 @@ func hexDigit(ch byte) (byte, bool) {
 // "" is the empty set. The kernel's extra forms ("all", "N", "a-b:x/y") are
 // not accepted: they depend on nr_cpu_ids, which a plan must not. Ranges
 // with b < a and CPUs at or above MaxCPUs are errors.
-func ParseList(s string) (CPUSet, error) {
-	var set CPUSet
+func ParseList(s string) (Set, error) {
+	var set Set
 	var w []uint64
 	for _, part := range strings.FieldsFunc(s, func(r rune) bool { return r < 128 && isMaskSep(byte(r)) }) {
 		lo, hi := part, part
@@ -379,7 +385,7 @@ func ParseList(s string) (CPUSet, error) {
 			w[c/64] |= 1 << (uint(c) % 64)
 		}
 	}
-	return CPUSet{w: w}, nil
+	return Set{w: w}, nil
 }
 
 func parseCPU(s string) (int, error) {
@@ -427,4 +433,20 @@ func SameList(a, b string) bool {
 		return false
 	}
 	return x.Equal(y)
+}
+
+// FromFunc returns the set of CPUs c in 0..n-1 for which has(c) is true. It
+// turns another package's bitmap (unix.CPUSet's IsSet) into a Set without
+// this package depending on it.
+func FromFunc(n int, has func(cpu int) bool) Set {
+	var s Set
+	for c := 0; c < n && c < MaxCPUs; c++ {
+		if has(c) {
+			if c/64 >= len(s.w) {
+				s.w = append(s.w, make([]uint64, c/64+1-len(s.w))...)
+			}
+			s.w[c/64] |= 1 << (uint(c) % 64)
+		}
+	}
+	return s
 }

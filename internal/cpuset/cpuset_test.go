@@ -1,4 +1,4 @@
-package steering
+package cpuset
 
 import (
 	"errors"
@@ -52,7 +52,7 @@ func TestParseMask(t *testing.T) {
 			t.Errorf("ParseMask(%q): %v", tt.in, err)
 			continue
 		}
-		if !got.Equal(NewCPUSet(tt.want...)) {
+		if !got.Equal(Of(tt.want...)) {
 			t.Errorf("ParseMask(%q) = %v, want %v", tt.in, got.CPUs(), tt.want)
 		}
 	}
@@ -92,7 +92,7 @@ func TestMaskFormat(t *testing.T) {
 		{rangeInts(0, 47), "ffff,ffffffff", "0-47"},
 	}
 	for _, tt := range tests {
-		s := NewCPUSet(tt.cpus...)
+		s := Of(tt.cpus...)
 		if got := s.Mask(); got != tt.mask {
 			t.Errorf("%v.Mask() = %q, want %q", tt.cpus, got, tt.mask)
 		}
@@ -122,7 +122,7 @@ func TestKernelMask(t *testing.T) {
 		{[]int{0, 5}, 3, "1"}, // CPUs at or above nbits are not shown
 	}
 	for _, tt := range tests {
-		if got := NewCPUSet(tt.cpus...).KernelMask(tt.nbits); got != tt.want {
+		if got := Of(tt.cpus...).KernelMask(tt.nbits); got != tt.want {
 			t.Errorf("%v.KernelMask(%d) = %q, want %q", tt.cpus, tt.nbits, got, tt.want)
 		}
 	}
@@ -163,7 +163,7 @@ func TestParseList(t *testing.T) {
 			t.Errorf("ParseList(%q): %v", tt.in, err)
 			continue
 		}
-		if !got.Equal(NewCPUSet(tt.want...)) {
+		if !got.Equal(Of(tt.want...)) {
 			t.Errorf("ParseList(%q) = %v, want %v", tt.in, got.CPUs(), tt.want)
 		}
 	}
@@ -205,7 +205,7 @@ func TestSameMaskAndList(t *testing.T) {
 }
 
 func TestCPUSetOps(t *testing.T) {
-	a := NewCPUSet(0, 2, 64)
+	a := Of(0, 2, 64)
 	b := a.Add(5)
 	if a.Has(5) || !b.Has(5) {
 		t.Fatal("Add changed the receiver or did not add")
@@ -213,20 +213,20 @@ func TestCPUSetOps(t *testing.T) {
 	if c := b.Remove(64); c.Has(64) || !b.Has(64) {
 		t.Fatal("Remove changed the receiver or did not remove")
 	}
-	if got := a.Union(NewCPUSet(1)).List(); got != "0-2,64" {
+	if got := a.Union(Of(1)).List(); got != "0-2,64" {
 		t.Errorf("Union = %q", got)
 	}
-	if got := a.Intersect(NewCPUSet(2, 64, 70)).List(); got != "2,64" {
+	if got := a.Intersect(Of(2, 64, 70)).List(); got != "2,64" {
 		t.Errorf("Intersect = %q", got)
 	}
-	if a.Len() != 3 || a.Max() != 64 || (CPUSet{}).Max() != -1 || !(CPUSet{}).IsEmpty() {
+	if a.Len() != 3 || a.Max() != 64 || (Set{}).Max() != -1 || !(Set{}).IsEmpty() {
 		t.Errorf("Len/Max/IsEmpty wrong: %d %d", a.Len(), a.Max())
 	}
-	if !NewCPUSet(1).Equal(NewCPUSet(1, 200).Remove(200)) {
+	if !Of(1).Equal(Of(1, 200).Remove(200)) {
 		t.Error("Equal must ignore trailing zero words")
 	}
-	if got := RangeCPUSet(3, 1); !got.IsEmpty() {
-		t.Error("RangeCPUSet(3,1) not empty")
+	if got := Range(3, 1); !got.IsEmpty() {
+		t.Error("Range(3,1) not empty")
 	}
 }
 
@@ -236,9 +236,9 @@ func TestCPUSetOps(t *testing.T) {
 func TestMaskRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for n := 1; n <= 256; n++ {
-		sets := []CPUSet{{}, RangeCPUSet(0, n-1), NewCPUSet(n - 1), NewCPUSet(0)}
+		sets := []Set{{}, Range(0, n-1), Of(n - 1), Of(0)}
 		for range 20 {
-			var s CPUSet
+			var s Set
 			for c := 0; c < n; c++ {
 				if rng.IntN(3) == 0 {
 					s = s.Add(c)
@@ -322,4 +322,23 @@ func rangeInts(a, b int) []int {
 		out = append(out, i)
 	}
 	return out
+}
+
+func TestFromFunc(t *testing.T) {
+	tests := []struct {
+		n    int
+		in   []int
+		want string
+	}{
+		{0, []int{1}, ""},
+		{4, []int{0, 3, 9}, "0,3"},
+		{200, []int{0, 64, 130, 199}, "0,64,130,199"},
+		{MaxCPUs + 100, []int{MaxCPUs - 1, MaxCPUs + 5}, "8191"},
+	}
+	for _, tt := range tests {
+		in := Of(tt.in...)
+		if got := FromFunc(tt.n, in.Has).List(); got != tt.want {
+			t.Errorf("FromFunc(%d, %v) = %q, want %q", tt.n, tt.in, got, tt.want)
+		}
+	}
 }
