@@ -60,7 +60,7 @@ test-shell:
 	@if [ -x files/test/run.sh ]; then files/test/run.sh; else echo "test-shell: no shell tests yet"; fi
 
 test-browser: build
-	@if [ -f luci-app/test/browser.test.mjs ]; then cd luci-app/test && node --test browser.test.mjs; else echo "test-browser: no browser test yet"; fi
+	@if [ -f luci-app-packet-steering/test/browser.test.mjs ]; then cd luci-app-packet-steering/test && node --test browser.test.mjs; else echo "test-browser: no browser test yet"; fi
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

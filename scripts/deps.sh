@@ -26,7 +26,7 @@ if [ -n "$want" ]; then
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $want >/dev/null
 fi
 
-if [ "${1:-test}" = test ] && [ ! -d luci-app/test/node_modules/playwright-core ]; then
+if [ "${1:-test}" = test ] && [ ! -d luci-app-packet-steering/test/node_modules/playwright-core ]; then
 	echo "deps: installing playwright-core (npm)" >&2
-	(cd luci-app/test && npm install --no-audit --no-fund --silent)
+	(cd luci-app-packet-steering/test && npm install --no-audit --no-fund --silent)
 fi

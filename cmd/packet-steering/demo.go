@@ -16,7 +16,7 @@ import (
 	"github.com/packet-steering/packet-steering/internal/demo"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
-	luciapp "github.com/packet-steering/packet-steering/luci-app"
+	luciapp "github.com/packet-steering/packet-steering/luci-app-packet-steering"
 	"github.com/packet-steering/packet-steering/platform/fixture"
 	"github.com/packet-steering/packet-steering/steering"
 	"github.com/packet-steering/packet-steering/ubusobj"

@@ -12,7 +12,7 @@ import (
 	"testing/fstest"
 	"time"
 
-	luciapp "github.com/packet-steering/packet-steering/luci-app"
+	luciapp "github.com/packet-steering/packet-steering/luci-app-packet-steering"
 )
 
 func newTestServer(t *testing.T) (*Server, *fakeBus) {

@@ -3,7 +3,7 @@
 // headless Chromium through playwright-core, and checks the page against the
 // demo router's files on disk.
 //
-// Run: make test-browser   (or: cd luci-app/test && node --test browser.test.mjs)
+// Run: make test-browser   (or: cd luci-app-packet-steering/test && node --test browser.test.mjs)
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -19,7 +19,7 @@ try {
 	({ chromium } = await import('playwright-core'));
 }
 catch (err) {
-	throw new Error(`playwright-core is missing (${err.message}): run scripts/deps.sh test, or npm install in luci-app/test`);
+	throw new Error(`playwright-core is missing (${err.message}): run scripts/deps.sh test, or npm install in luci-app-packet-steering/test`);
 }
 
 const here = path.dirname(fileURLToPath(import.meta.url));

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/packet-steering/packet-steering/internal/demo"
-	luciapp "github.com/packet-steering/packet-steering/luci-app"
+	luciapp "github.com/packet-steering/packet-steering/luci-app-packet-steering"
 )
 
 const viewPath = "htdocs/luci-static/resources/view/packet-steering/overview.js"

@@ -14,7 +14,7 @@ import (
 //go:embed htdocs root
 var files embed.FS
 
-// Files returns the app's file tree, rooted at the luci-app directory
+// Files returns the app's file tree, rooted at the luci-app-packet-steering directory
 // (paths such as "htdocs/luci-static/resources/view/packet-steering/overview.js"
 // and "root/usr/share/rpcd/acl.d/luci-app-packet-steering.json").
 func Files() fs.FS { return files }
