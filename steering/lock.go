@@ -23,6 +23,20 @@ const (
 // lockPoll is how often a contended lock is retried.
 const lockPoll = 5 * time.Millisecond
 
+// LockApplies takes the flocks every apply takes (LockFile, then the stock
+// hotplug script's StockLockFile, in dir: <root>/var/lock on a router), so
+// that neither the daemon, a one-shot apply, tune nor the stock script
+// changes steering while the caller holds them. It waits until ctx is done
+// for a holder to let go; on error nothing stays locked. release drops the
+// locks and may be called more than once.
+func LockApplies(ctx context.Context, dir string) (release func(), err error) {
+	l, err := acquireFileLock(ctx, dir, LockFile, StockLockFile)
+	if err != nil {
+		return nil, err
+	}
+	return l.release, nil
+}
+
 // fileLock is a set of held flock(2) locks.
 type fileLock struct {
 	files []*os.File
@@ -46,6 +60,9 @@ func acquireFileLock(ctx context.Context, dir string, names ...string) (*fileLoc
 		if err := flockWait(ctx, f); err != nil {
 			f.Close()
 			l.release()
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("lock %s: another apply or tune holds it: %w", p, err)
+			}
 			return nil, fmt.Errorf("lock %s: %w", p, err)
 		}
 		l.files = append(l.files, f)

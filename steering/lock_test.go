@@ -258,3 +258,30 @@ func TestAppliesFromTwoProcessesNeverInterleave(t *testing.T) {
 		t.Fatalf("applies %v, %d writes: the helpers did not both apply", applies, writes)
 	}
 }
+
+func TestLockApplies(t *testing.T) {
+	dir := t.TempDir()
+	release, err := LockApplies(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second holder (another open file description, as another process
+	// would have) waits, then gives up when its context ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = LockApplies(ctx, dir)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "another apply or tune") {
+		t.Fatalf("second lock: err = %v", err)
+	}
+	if time.Since(start) > 2*time.Second {
+		t.Errorf("waited %v", time.Since(start))
+	}
+	release()
+	release() // a second release is harmless
+	release2, err := LockApplies(context.Background(), dir)
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	release2()
+}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/internal/uci"
 )
 
@@ -116,6 +117,65 @@ func persistSettings(configDir string, m Mode, flows int) error {
 		return errors.Join(err, fmt.Errorf("restore %s: %w", configSteering, undo))
 	}
 	return err
+}
+
+// DeviceRPS is one device's RPS mask (kernel hex format) for every rx queue,
+// as a `config device` section of packet_steering holds it in rps_cpus.
+type DeviceRPS struct {
+	Device string
+	Mask   string
+}
+
+// PersistDeviceRPS writes each device's mask to rps_cpus in its `config
+// device` section of packet_steering (adding a section when the device has
+// none) and drops that section's per-queue queue_rps list, which would
+// otherwise override the mask on some queues. Other sections and options
+// are left as they are. The masks take effect in mode custom. A device name
+// or mask that does not parse is ErrInvalid, and nothing is written.
+func PersistDeviceRPS(configDir string, rps []DeviceRPS) error {
+	for _, r := range rps {
+		if !validDeviceName(r.Device) {
+			return fmt.Errorf("%w: device name %q", ErrInvalid, r.Device)
+		}
+		if _, err := cpuset.ParseMask(r.Mask); err != nil {
+			return fmt.Errorf("%w: device %s: %v", ErrInvalid, r.Device, err)
+		}
+	}
+	if err := os.MkdirAll(configDir, 0o755); err != nil {
+		return fmt.Errorf("config dir: %w", err)
+	}
+	err := uci.Update(configDir, configSteering, func(p *uci.Package) error {
+		for _, r := range rps {
+			ref := ""
+			for _, s := range p.SectionsOfType("device") {
+				if n, _ := s.Get("name"); n == r.Device {
+					ref = s.Name
+					break
+				}
+			}
+			if ref == "" {
+				s, err := p.AddSection("device", "")
+				if err != nil {
+					return err
+				}
+				ref = s.Name
+				if err := p.Set(ref, "name", r.Device); err != nil {
+					return err
+				}
+			}
+			if err := p.Set(ref, "rps_cpus", r.Mask); err != nil {
+				return err
+			}
+			if err := p.DeleteOption(ref, "queue_rps"); err != nil && !errors.Is(err, uci.ErrNotFound) {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("save %s/%s device sections: %w", configDir, configSteering, err)
+	}
+	return nil
 }
 
 // removeIfEmpty removes a config file that a failed uci.Update created empty

@@ -517,3 +517,78 @@ func TestSetModeNetworkSaveFailsUndoesPacketSteering(t *testing.T) {
 		t.Errorf("live state changed: %+v, last apply %+v", st.Configured, st.LastApply)
 	}
 }
+
+func TestPersistDeviceRPS(t *testing.T) {
+	const before = `
+config globals 'globals'
+	option mode 'auto'
+
+config device
+	option name 'eth0'
+	option rps_cpus 'f'
+	list queue_rps 'rx-1=2'
+
+config device
+	option name 'wan'
+	option xps_cpus '1'
+`
+	tests := []struct {
+		name    string
+		rps     []DeviceRPS
+		wantErr bool
+		want    map[string]map[string]string // device -> option -> value ("" absent)
+	}{
+		{
+			name: "existing section: mask set, queue_rps dropped",
+			rps:  []DeviceRPS{{Device: "eth0", Mask: "2"}},
+			want: map[string]map[string]string{"eth0": {"rps_cpus": "2", "queue_rps": ""}, "wan": {"xps_cpus": "1", "rps_cpus": ""}},
+		},
+		{
+			name: "new device gets a section, others untouched",
+			rps:  []DeviceRPS{{Device: "br-lan", Mask: "1,00000000"}},
+			want: map[string]map[string]string{"br-lan": {"rps_cpus": "1,00000000"}, "eth0": {"rps_cpus": "f", "queue_rps": "rx-1=2"}},
+		},
+		{name: "bad mask writes nothing", rps: []DeviceRPS{{Device: "eth0", Mask: "2"}, {Device: "wan", Mask: "zz"}}, wantErr: true},
+		{name: "bad device name writes nothing", rps: []DeviceRPS{{Device: "../x", Mask: "1"}}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := configRoot(t, map[string]string{"packet_steering": before})
+			dir := filepath.Join(root, "etc/config")
+			err := PersistDeviceRPS(dir, tt.rps)
+			if tt.wantErr {
+				if !errors.Is(err, ErrInvalid) {
+					t.Fatalf("err = %v, want ErrInvalid", err)
+				}
+				if got, _ := os.ReadFile(filepath.Join(dir, "packet_steering")); string(got) != before {
+					t.Errorf("file changed on refusal:\n%s", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := loadUCI(t, root, "packet_steering")
+			for dev, opts := range tt.want {
+				var sec *uci.Section
+				for _, s := range p.SectionsOfType("device") {
+					if n, _ := s.Get("name"); n == dev {
+						sec = s
+					}
+				}
+				if sec == nil {
+					t.Fatalf("no device section for %s", dev)
+				}
+				for opt, want := range opts {
+					got, _ := sec.Get(opt)
+					if l := sec.List(opt); len(l) > 0 {
+						got = strings.Join(l, " ")
+					}
+					if got != want {
+						t.Errorf("%s.%s = %q, want %q", dev, opt, got, want)
+					}
+				}
+			}
+		})
+	}
+}

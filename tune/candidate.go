@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/steering"
 )
 
 // Candidate is one configuration to measure: a mode, or (Mode custom) the
@@ -17,7 +18,7 @@ type Candidate struct {
 	Name string `json:"name"`
 	// Mode is the steering mode the candidate's plan is made with: off,
 	// legacy, all, auto, or custom for RPS overrides on top of auto.
-	Mode string `json:"mode"`
+	Mode steering.Mode `json:"mode"`
 	// RPS holds the per-device masks of a custom candidate.
 	RPS []DeviceMask `json:"rps,omitempty"`
 }
@@ -29,20 +30,20 @@ type DeviceMask struct {
 	Mask   string `json:"mask"`
 }
 
-// The modes a candidate can have, as the steering package names them.
-const (
-	ModeOff    = "off"
-	ModeLegacy = "legacy"
-	ModeAll    = "all"
-	ModeAuto   = "auto"
-	ModeCustom = "custom"
-)
-
-// SweepModes are the modes measured by default, in the order shown.
-var SweepModes = []string{ModeOff, ModeLegacy, ModeAll, ModeAuto}
+// SweepModes are the modes measured by default, in the order shown: every
+// mode but custom, which candidates with RPS overrides stand for.
+func SweepModes() []steering.Mode {
+	var out []steering.Mode
+	for _, m := range steering.Modes {
+		if m != steering.ModeCustom {
+			out = append(out, m)
+		}
+	}
+	return out
+}
 
 // ModeCandidate is the candidate for a plain mode.
-func ModeCandidate(m string) Candidate { return Candidate{Name: m, Mode: m} }
+func ModeCandidate(m steering.Mode) Candidate { return Candidate{Name: string(m), Mode: m} }
 
 // CustomCandidate is the candidate that overrides the given devices' masks.
 func CustomCandidate(rps []DeviceMask) Candidate {
@@ -50,7 +51,7 @@ func CustomCandidate(rps []DeviceMask) Candidate {
 	for i, d := range rps {
 		parts[i] = d.Device + ":" + d.Mask
 	}
-	return Candidate{Name: strings.Join(parts, "/"), Mode: ModeCustom, RPS: rps}
+	return Candidate{Name: strings.Join(parts, "/"), Mode: steering.ModeCustom, RPS: rps}
 }
 
 // ParseCandidates reads a candidate list. Candidates are separated by ';'
@@ -72,12 +73,11 @@ func ParseCandidates(s string) ([]Candidate, error) {
 	for _, f := range fields {
 		var c Candidate
 		if !strings.Contains(f, ":") {
-			switch f {
-			case ModeOff, ModeLegacy, ModeAll, ModeAuto:
-				c = ModeCandidate(f)
-			default:
+			m, err := steering.ParseMode(f)
+			if err != nil || m == steering.ModeCustom {
 				return nil, fmt.Errorf("candidate %q: not a mode (off, legacy, all, auto) nor DEV:MASK", f)
 			}
+			c = ModeCandidate(m)
 		} else {
 			var rps []DeviceMask
 			devs := map[string]bool{}
@@ -159,7 +159,7 @@ func (l Layout) Variants(dev string) []string {
 // combination of the devices' variants fits (seed 000's full table), all
 // are measured; otherwise each device is varied alone, the others left as
 // auto plans them. It returns how many variants the cap left out.
-func Generate(modes []string, l Layout, max int) (cands []Candidate, dropped int) {
+func Generate(modes []steering.Mode, l Layout, max int) (cands []Candidate, dropped int) {
 	for _, m := range modes {
 		cands = append(cands, ModeCandidate(m))
 	}

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/packet-steering/packet-steering/steering"
 )
 
 func names(cs []Candidate) []string {
@@ -82,7 +84,7 @@ func TestGenerate(t *testing.T) {
 	two := Layout{CPUs: []int{0, 1}, Devices: []string{"eth0", "br-lan"}, RxCPUs: map[string][]int{"eth0": {0}}}
 	tests := []struct {
 		name        string
-		modes       []string
+		modes       []steering.Mode
 		l           Layout
 		max         int
 		want        []string
@@ -96,17 +98,17 @@ func TestGenerate(t *testing.T) {
 		},
 		{
 			name:  "modes first, then one device at a time when the product does not fit",
-			modes: SweepModes, l: two, max: 8,
+			modes: SweepModes(), l: two, max: 8,
 			want:        []string{"off", "legacy", "all", "auto", "eth0:0", "eth0:1", "eth0:2", "br-lan:0"},
 			wantDropped: 2,
 		},
 		{
-			name: "no cap", modes: []string{"auto"}, l: two, max: 0,
+			name: "no cap", modes: []steering.Mode{steering.ModeAuto}, l: two, max: 0,
 			want: []string{"auto", "eth0:0/br-lan:0", "eth0:0/br-lan:1", "eth0:0/br-lan:2", "eth0:1/br-lan:0", "eth0:1/br-lan:1",
 				"eth0:1/br-lan:2", "eth0:2/br-lan:0", "eth0:2/br-lan:1", "eth0:2/br-lan:2"},
 		},
-		{name: "no devices", modes: SweepModes, l: Layout{CPUs: []int{0, 1}}, max: 10, want: []string{"off", "legacy", "all", "auto"}},
-		{name: "cap below the modes", modes: SweepModes, l: two, max: 2, want: []string{"off", "legacy"}, wantDropped: 6},
+		{name: "no devices", modes: SweepModes(), l: Layout{CPUs: []int{0, 1}}, max: 10, want: []string{"off", "legacy", "all", "auto"}},
+		{name: "cap below the modes", modes: SweepModes(), l: two, max: 2, want: []string{"off", "legacy"}, wantDropped: 6},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

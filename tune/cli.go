@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/packet-steering/packet-steering/internal/uci"
 	"github.com/packet-steering/packet-steering/steering"
 )
 
@@ -300,7 +299,9 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 		}
 		return nil
 	}
-	release, err := LockApplies(ctx, filepath.Join(o.Root, "var", "lock"), 10*time.Second)
+	lctx, lcancel := context.WithTimeout(ctx, 10*time.Second)
+	release, err := steering.LockApplies(lctx, filepath.Join(o.Root, "var", "lock"))
+	lcancel()
 	if err != nil {
 		return err
 	}
@@ -357,7 +358,7 @@ func (o *Options) candidates(ctx context.Context, eng *steering.Engine, stderr i
 		return nil, fmt.Errorf("read the machine: %w", err)
 	}
 	var plans []*steering.Plan
-	for _, m := range SweepModes {
+	for _, m := range SweepModes() {
 		p, err := PlanCandidate(snap, ModeCandidate(m))
 		if err != nil {
 			return nil, err
@@ -373,7 +374,7 @@ func (o *Options) candidates(ctx context.Context, eng *steering.Engine, stderr i
 		}
 	}
 	l := LayoutFor(snap, plans, devs)
-	cs, dropped := Generate(SweepModes, l, o.MaxConfigs)
+	cs, dropped := Generate(SweepModes(), l, o.MaxConfigs)
 	if dropped > 0 {
 		fmt.Fprintf(stderr, "tune: --max-configs %d leaves out %d mask variants; raise it or name --candidates\n", o.MaxConfigs, dropped)
 	}
@@ -420,40 +421,16 @@ func (o *Options) save(ctx context.Context, eng *steering.Engine, rep *Report, s
 // are. The mode is written by Engine.SetMode with Persist, which also keeps
 // network.globals.packet_steering truthful.
 func Save(ctx context.Context, eng *steering.Engine, configDir string, c Candidate) (*steering.Result, error) {
-	if c.Mode == ModeCustom {
-		err := uci.Update(configDir, "packet_steering", func(p *uci.Package) error {
-			for _, r := range c.RPS {
-				ref := ""
-				for _, s := range p.SectionsOfType("device") {
-					if n, _ := s.Get("name"); n == r.Device {
-						ref = s.Name
-						break
-					}
-				}
-				if ref == "" {
-					s, err := p.AddSection("device", "")
-					if err != nil {
-						return err
-					}
-					ref = s.Name
-					if err := p.Set(ref, "name", r.Device); err != nil {
-						return err
-					}
-				}
-				if err := p.Set(ref, "rps_cpus", r.Mask); err != nil {
-					return err
-				}
-				if err := p.DeleteOption(ref, "queue_rps"); err != nil && !errors.Is(err, uci.ErrNotFound) {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("write device sections: %w", err)
+	if c.Mode == steering.ModeCustom {
+		rps := make([]steering.DeviceRPS, len(c.RPS))
+		for i, r := range c.RPS {
+			rps[i] = steering.DeviceRPS{Device: r.Device, Mask: r.Mask}
+		}
+		if err := steering.PersistDeviceRPS(configDir, rps); err != nil {
+			return nil, err
 		}
 	}
-	res, err := eng.SetMode(ctx, steering.SetModeRequest{Mode: steering.Mode(c.Mode), Persist: true, Reason: "tune --save " + c.Name})
+	res, err := eng.SetMode(ctx, steering.SetModeRequest{Mode: c.Mode, Persist: true, Reason: "tune --save " + c.Name})
 	if err != nil {
 		return nil, fmt.Errorf("set mode %s: %w", c.Mode, err)
 	}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/packet-steering/packet-steering/steering"
 )
 
 // Report is the outcome of a sweep; it is what --json prints.
@@ -203,7 +205,7 @@ func (r *Report) recommend() {
 	auto := -1
 	for i := range r.Results {
 		sums[i] = r.metricSummary(&r.Results[i])
-		if r.Results[i].Candidate.Name == ModeAuto {
+		if r.Results[i].Candidate.Mode == steering.ModeAuto {
 			auto = i
 		}
 	}

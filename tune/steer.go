@@ -42,15 +42,15 @@ func knobKey(a steering.Action) string { return a.Kind + " " + a.Target() }
 // device: auto with exactly the candidate's masks on top, which is what
 // --save writes.
 func PlanCandidate(s *platform.Snapshot, c Candidate) (*steering.Plan, error) {
-	if c.Mode != ModeCustom {
-		p, err := steering.NewPlan(s, steering.PlanRequest{Mode: steering.Mode(c.Mode)})
+	if c.Mode != steering.ModeCustom {
+		p, err := steering.NewPlan(s, steering.PlanRequest{Mode: c.Mode})
 		if err != nil {
 			return nil, fmt.Errorf("plan %s: %w", c.Name, err)
 		}
 		return p, nil
 	}
 	cp := *s
-	sc := platform.SteeringConfig{Mode: ModeCustom}
+	sc := platform.SteeringConfig{Mode: string(steering.ModeCustom)}
 	if s.Config.Steering != nil {
 		sc.Flows = s.Config.Steering.Flows
 		for _, d := range s.Config.Steering.Devices {

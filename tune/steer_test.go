@@ -241,7 +241,7 @@ func TestLayoutFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	var plans []*steering.Plan
-	for _, m := range SweepModes {
+	for _, m := range SweepModes() {
 		p, err := PlanCandidate(snap, ModeCandidate(m))
 		if err != nil {
 			t.Fatal(err)
@@ -254,7 +254,7 @@ func TestLayoutFor(t *testing.T) {
 		!reflect.DeepEqual(l.RxCPUs, map[string][]int{"eth0": {0}}) {
 		t.Errorf("layout %+v", l)
 	}
-	cands, _ := Generate(SweepModes, l, 13)
+	cands, _ := Generate(SweepModes(), l, 13)
 	if len(cands) != 13 || cands[4].Name != "br-lan:0/eth0:0" {
 		t.Errorf("generated %v", names(cands))
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/packet-steering/packet-steering/steering"
 )
 
 // fakeSteerer stands in for the steering engine: its "machine" is the name
@@ -269,7 +271,7 @@ func TestSweepPrepareErrorChangesNothing(t *testing.T) {
 
 func TestRecommendTies(t *testing.T) {
 	mk := func(name string, bps ...float64) Result {
-		r := Result{Candidate: Candidate{Name: name, Mode: name}}
+		r := Result{Candidate: Candidate{Name: name, Mode: steering.Mode(name)}}
 		for _, b := range bps {
 			r.Runs = append(r.Runs, Run{Measurement: Measurement{Throughput: b, Unit: UnitBPS}})
 		}
