@@ -6,7 +6,7 @@ LDFLAGS := -s -w -buildid=
 # The router build leaves the demo (net/http, html/template, the LuCI assets)
 # out; see cmd/packet-steering/demo_router.go.
 ROUTER_TAGS := router
-# design.md "Performance targets": at most 3 MiB per router binary.
+# docs/design.md "Performance targets": at most 3 MiB per router binary.
 SIZE_LIMIT ?= 3145728
 # Router builds for these architectures are compiled without inlining
 # (-gcflags=all=-l): without it the mipsle binary is over SIZE_LIMIT

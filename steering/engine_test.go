@@ -230,7 +230,7 @@ func TestQueues(t *testing.T) {
 			t.Errorf("%s rps live %q want %q", rx.Queue, rx.RPSCPUs, rx.WantRPSCPUs)
 		}
 	}
-	// Ring i's thread and IRQ sit on CPU i (seed 002), so the views must
+	// Ring i's thread and IRQ sit on CPU i (rss-per-cpu, docs/platforms.md), so the views must
 	// pair ring i with the thread and IRQ of ring i.
 	for i, rx := range qs[0].Rx {
 		if rx.NAPI.CPUs != fmt.Sprint(i) || rx.IRQ.CPUs != fmt.Sprint(i) {

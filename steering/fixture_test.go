@@ -16,7 +16,7 @@ import (
 // These are the table tests over the fixture presets: every preset, every
 // mode, the expected plan written out. Legacy, off and all follow the stock
 // packet-steering.uc rules by hand (see legacy.go); auto follows the profile
-// table (platforms.md); custom equals auto on the presets (they have no
+// table (docs/platforms.md); custom equals auto on the presets (they have no
 // /etc/config/packet_steering). The helpers below only expand a rule over
 // queues ("queue i RPS to CPU i+1") so the lists stay readable.
 
@@ -212,7 +212,7 @@ func presetCases() map[string]presetCase {
 		return presetCase{policy: pol, want: want, hints: map[Mode][]string{ModeAuto: autoHints, ModeCustom: autoHints}}
 	}
 	return map[string]presetCase{
-		// Seed 000 best rows.
+		// The bcm53xx commit's best rows.
 		"bcm53xx":    mk(bcmOff, bcmLegacy, bcmAll, lines(rx("br-lan", 1, is("2")), rx("eth0", 1, is("0"))), "bcm53xx"),
 		"bcm53xx-sw": mk(bcmOff, bcmLegacy, bcmAll, rx("eth0", 1, is("2")), "bcm53xx-sw-offload"),
 		"bcm53xx-hw": mk(bcmOff, bcmLegacy, bcmAll, lines(rx("br-lan", 1, is("0")), rx("eth0", 1, is("0"))), "bcm53xx-hw-offload"),
@@ -220,7 +220,7 @@ func presetCases() map[string]presetCase {
 		"bcm47081": mk(nil, nil, nil, nil, "single-cpu"),
 		"bcm4908": mk(bcmOff, bcmLegacy, rx("eth0", 1, is("f")),
 			lines(rx("br-lan", 1, is("e")), rx("eth0", 1, is("e"))), "bcm4908-4cpu"),
-		// Seed 002.
+		// The ipq807x report.
 		"ipq807x": mk(ipq807xOff, ipq807xLegacy, ipq807xAll, ipq807xAuto, "qualcommax-ipq807x", HintSWOffloadHelps),
 		"demo":    mk(ipq807xOff, ipq807xLegacy, ipq807xAll, ipq807xAuto, "qualcommax-ipq807x", HintSWOffloadHelps),
 		"ipq40xx": mk(

@@ -73,8 +73,8 @@ func planHints(s *platform.Snapshot, p *Plan, b *builder, serr error, offload st
 
 // dsaUserRPSHints warns about RPS on DSA user ports, live or planned: a
 // user port's packets are received on the conduit's queue, so RPS on the
-// user port does not move that work (seed 002: lan1/wan RPS behaved like
-// RPS off).
+// user port does not move that work (the ipq807x report in docs/platforms.md:
+// lan1/wan RPS behaved like RPS off).
 func dsaUserRPSHints(s *platform.Snapshot, p *Plan) []Hint {
 	planned := map[string]string{} // device/queue -> planned mask
 	for _, a := range p.Actions {

@@ -83,7 +83,7 @@ import (
 // The 64-CPU cut is not kept (it only existed because of the integer mask).
 //
 // This project differs on purpose in one point: mode off writes flow count
-// 0 (design.md "Modes"), where the script with -l N would write N.
+// 0 (docs/design.md "Modes"), where the script with -l N would write N.
 
 // matchNAPIName matches the stock thread-name pattern /napi\/([^-]*)-(\d+)/
 // (unanchored, leftmost match, greedy digits) and returns its two groups:

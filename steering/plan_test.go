@@ -78,7 +78,7 @@ func TestLegacyNorthstar(t *testing.T) {
 }
 
 func TestAutoNorthstarSeed000(t *testing.T) {
-	// The marked best rows of seed 000's table, by flow offload state.
+	// The marked best rows of the bcm53xx commit's table (docs/platforms.md), by flow offload state.
 	tests := []struct {
 		sw, hw string
 		policy string
@@ -152,7 +152,7 @@ func TestX86EightFunnelFixed(t *testing.T) {
 	var legacy, auto []string
 	for q := 0; q < 8; q++ {
 		// Stock: no threads, so the single-queue branch: every queue of
-		// eth0 on CPU0 (platforms.md), every queue of eth1 on one CPU too:
+		// eth0 on CPU0 (docs/platforms.md), every queue of eth1 on one CPU too:
 		// loads [.75 0 0 0 0 0 0 0], musl's qsort orders 2 1 4 3 7 5 6 0.
 		legacy = append(legacy, fmt.Sprintf("rps_cpus eth0/rx-%d 1", q), fmt.Sprintf("rps_flow_cnt eth0/rx-%d 0", q))
 	}
@@ -569,7 +569,7 @@ func bigMachine(n, devs, q int) *platform.Snapshot {
 	return m.snap()
 }
 
-// BenchmarkNewPlanRouter4CPU plans the ipq807x preset (4 CPUs, the design's
+// BenchmarkNewPlanRouter4CPU plans the ipq807x preset (4 CPUs, docs/design.md's
 // 1 ms target).
 func BenchmarkNewPlanRouter4CPU(b *testing.B) {
 	s := presetSnapshot(b, "ipq807x")

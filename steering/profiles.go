@@ -77,14 +77,14 @@ type Profile struct {
 
 // Evidence texts, with their references.
 const (
-	evSingleCPU = "Any steering on a single CPU only adds work: the bcm53xx commit fcbd39689ebf (seed 000, target/linux/bcm53xx fastnetwork) skips BCM47081 (1 CPU) because \"any steering on 1 CPU worsens network performance\"; the stock script itself exits below 2 CPUs."
-	evBCM53xx   = "Seed 000, OpenWrt commit fcbd39689ebf \"bcm53xx: enable & setup packet steering\" (target/linux/bcm53xx/base-files/usr/libexec/platform/packet-steering.sh): iperf TCP LAN->WAN through NAT, eth0 IRQ on CPU0. "
+	evSingleCPU = "Any steering on a single CPU only adds work: the bcm53xx commit fcbd39689ebf (target/linux/bcm53xx fastnetwork) skips BCM47081 (1 CPU) because \"any steering on 1 CPU worsens network performance\"; the stock script itself exits below 2 CPUs."
+	evBCM53xx   = "OpenWrt commit fcbd39689ebf \"bcm53xx: enable & setup packet steering\" (target/linux/bcm53xx/base-files/usr/libexec/platform/packet-steering.sh): iperf TCP LAN->WAN through NAT, eth0 IRQ on CPU0. "
 	evBCM4908   = "The stock bcm4908 hook (openwrt/openwrt target/linux/bcm4908/base-files/usr/libexec/platform/packet-steering.sh): "
-	evIPQ807x   = "Seed 002 (RAX120 v1, ipq807x, 4 EDMA rx rings, 4 CPUs, threaded NAPI; iperf3 UDP 900 Mb/s bidirectional, 8 runs): the stock next-CPU rule (queue i RPS to CPU i+1) lost 28.6-49.0% in 4 of 6 flow pairs; RPS off 0.35-1.61%; RPS off with software flow offload 0.00-0.37%. RPS on the DSA user ports (lan1, wan) had no effect: RPS runs on the conduit's rings. Kernel Documentation/networking/scaling.rst: with one RSS queue per CPU, RPS is redundant."
+	evIPQ807x   = "openwrt-devel report \"packet steering and bidirectional forwarding on ipq807x\" (RAX120 v1, ipq807x, 4 EDMA rx rings, 4 CPUs, threaded NAPI; iperf3 UDP 900 Mb/s bidirectional, 8 runs): the stock next-CPU rule (queue i RPS to CPU i+1) lost 28.6-49.0% in 4 of 6 flow pairs; RPS off 0.35-1.61%; RPS off with software flow offload 0.00-0.37%. RPS on the DSA user ports (lan1, wan) had no effect: RPS runs on the conduit's rings. Kernel Documentation/networking/scaling.rst: with one RSS queue per CPU, RPS is redundant."
 	evIPQ40xx   = "Keep the stock next-CPU rule: it was written for ipq40xx (openwrt/openwrt acce25b789 \"improve packet steering on ipq40xx (and possibly others)\") and no measurement here says otherwise. Users reported single-CPU load on 24.10 (openwrt/openwrt#17611): get_queues shows the placement."
 	evMT7621    = "RPS to all CPUs (stock mode 2) measured 350/350 Mb/s against 220/350 with the default rule on a 350/350 line (openwrt/openwrt#19369, #18901)."
 	evMochabin  = "Steering off: with the stock rule 1511 Mb/s down, with steering off 6758 Mb/s (openwrt/openwrt#24023)."
-	evRSS       = "rss-per-cpu: a device with at least one rx queue per CPU keeps RSS spreading: NAPI thread and per-queue IRQ of queue i on CPU i mod n, RPS off, XPS tx-i from CPU i (Documentation/networking/scaling.rst: with one hardware queue per CPU RPS is redundant; seed 002 measured the stock next-CPU rule as the worst choice on such a device). Other devices follow the stock rule, multi-queue ones without funnelling all queues into one CPU."
+	evRSS       = "rss-per-cpu: a device with at least one rx queue per CPU keeps RSS spreading: NAPI thread and per-queue IRQ of queue i on CPU i mod n, RPS off, XPS tx-i from CPU i (Documentation/networking/scaling.rst: with one hardware queue per CPU RPS is redundant; the openwrt-devel ipq807x report measured the stock next-CPU rule as the worst choice on such a device). Other devices follow the stock rule, multi-queue ones without funnelling all queues into one CPU."
 )
 
 // bcm53xxIDs and bcm4908IDs identify the targets without DISTRIB_TARGET.
@@ -106,8 +106,8 @@ func with(m Match, cpus []int, offload ...string) Match {
 }
 
 // Profiles is the auto table, first match wins. Adding a target is adding a
-// row with its evidence. The rows follow platforms.md "Required auto
-// profiles".
+// row with its evidence. Each row has a section in docs/platforms.md with
+// its public source.
 func Profiles() []Profile {
 	return []Profile{
 		{
@@ -169,7 +169,7 @@ func Profiles() []Profile {
 			Hints: []ProfileHint{{
 				Offload: []string{OffloadNone},
 				ID:      "swoffload-helps",
-				Text:    "Software flow offload helps on ipq807x: with RPS off it cut the worse direction's loss from 0.35-1.61% to 0.00-0.37% (seed 002). Enable it in Network > Firewall > Routing/NAT Offloading.",
+				Text:    "Software flow offload helps on ipq807x: with RPS off it cut the worse direction's loss from 0.35-1.61% to 0.00-0.37% (openwrt-devel ipq807x report). Enable it in Network > Firewall > Routing/NAT Offloading.",
 			}},
 		},
 		{

@@ -12,7 +12,8 @@ import (
 // With one hardware (RSS) queue per CPU the NIC already spreads flows over
 // the CPUs; the kernel's scaling guide (Documentation/networking/
 // scaling.rst, "RPS Configuration") says that in that case RPS is probably
-// redundant, and seed 002 (RAX120 v1, ipq807x, 4 rings and 4 CPUs)
+// redundant, and the ipq807x report (docs/platforms.md; RAX120 v1, 4 rings
+// and 4 CPUs)
 // measured the stock next-CPU rule (queue i's RPS to CPU i+1) as the worst
 // choice: 4 of 6 flow pairs lost 28.6-49.0%, RPS off 0.35-1.61%. So, with n
 // online CPUs cpus[0..n-1] in number order:

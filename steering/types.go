@@ -3,7 +3,7 @@ package steering
 // Mode is a steering mode.
 type Mode string
 
-// The modes, as in the design's "Modes" table.
+// The modes, as in docs/design.md "Modes".
 const (
 	ModeOff    Mode = "off"
 	ModeLegacy Mode = "legacy"

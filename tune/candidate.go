@@ -121,7 +121,7 @@ type Layout struct {
 }
 
 // Variants returns a device's RPS mask variants in the spirit of the
-// bcm53xx measurements (seed 000): 0 (RPS off), each single CPU, and all
+// bcm53xx commit fcbd39689ebf (docs/platforms.md): 0 (RPS off), each single CPU, and all
 // CPUs but those its receive interrupt or NAPI thread is pinned to (when
 // known and not already listed).
 func (l Layout) Variants(dev string) []string {
@@ -156,7 +156,7 @@ func (l Layout) Variants(dev string) []string {
 
 // Generate lists the candidates: the modes first, then RPS mask variants
 // of the layout's devices, max in all (max <= 0: no cap). When every
-// combination of the devices' variants fits (seed 000's full table), all
+// combination of the devices' variants fits (the bcm53xx commit's full table), all
 // are measured; otherwise each device is varied alone, the others left as
 // auto plans them. It returns how many variants the cap left out.
 func Generate(modes []steering.Mode, l Layout, max int) (cands []Candidate, dropped int) {

@@ -91,7 +91,7 @@ func TestGenerate(t *testing.T) {
 		wantDropped int
 	}{
 		{
-			name: "seed 000's full table fits",
+			name: "the bcm53xx commit's full table fits",
 			l:    two, max: 9,
 			want: []string{"eth0:0/br-lan:0", "eth0:0/br-lan:1", "eth0:0/br-lan:2", "eth0:1/br-lan:0", "eth0:1/br-lan:1",
 				"eth0:1/br-lan:2", "eth0:2/br-lan:0", "eth0:2/br-lan:1", "eth0:2/br-lan:2"},

@@ -295,7 +295,7 @@ func fmtRange(s Summary, scale float64) string {
 	return fmt.Sprintf("%s (%s-%s)", m, lo, hi)
 }
 
-// WriteTable prints the report as a table like seed 000's: the
+// WriteTable prints the report as a table like the bcm53xx commit's (docs/platforms.md): the
 // configuration columns (the candidate, then the RPS mask its plan gives
 // each device), then each
 // metric as median (min-max). The recommended row is marked "*", rows tied

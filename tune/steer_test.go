@@ -113,7 +113,7 @@ func TestEngineApplyRestoreOnFixture(t *testing.T) {
 	if !reflect.DeepEqual(prep.Devices, []string{"br-lan", "eth0"}) {
 		t.Fatalf("devices %v", prep.Devices)
 	}
-	// Seed 000's bcm53xx profile (auto): br-lan 2, eth0 0; the custom
+	// The bcm53xx profile (docs/platforms.md) (auto): br-lan 2, eth0 0; the custom
 	// candidate: br-lan 1, eth0 2.
 	if got := prep.Masks[3]; !reflect.DeepEqual(got, []string{"2", "0"}) {
 		t.Errorf("auto masks %v", got)

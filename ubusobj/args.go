@@ -193,7 +193,7 @@ func checkDevice(a ubus.Attr) error {
 	return nil
 }
 
-// checkMode accepts the modes of the design's table.
+// checkMode accepts the modes of docs/design.md "Modes" (steering.ParseMode).
 func checkMode(a ubus.Attr) error {
 	_, err := steering.ParseMode(a.Str)
 	return err

@@ -117,7 +117,7 @@ func TestArgsAccessors(t *testing.T) {
 
 // The signature is built from the same table that validates: every
 // argument the signature names is accepted with its own type, and the
-// table has exactly the design's methods and argument types.
+// table has exactly the methods of docs/design.md and argument types.
 func TestSignatureMatchesDesign(t *testing.T) {
 	want := map[string]map[string]ubus.Type{
 		"status":     {},

@@ -43,7 +43,7 @@ func TestPlanCommandTable(t *testing.T) {
 	for _, want := range []string{
 		"mode      auto (flows 0)",
 		"policy    qualcommax-ipq807x",
-		"evidence  Seed 002",
+		"evidence  openwrt-devel report",
 		"KIND", "TARGET", "CURRENT", "DESIRED", "STATE",
 		"napi_affinity  pid 300 napi/eth0-257",
 		"irq_affinity   irq 60 edma_rxdesc_0",

@@ -69,7 +69,7 @@ func TestTuneListAndDurationLimitOnFixture(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	// The four modes, then seed 000's table for br-lan x eth0 on 2 CPUs.
+	// The four modes, then the bcm53xx commit's table for br-lan x eth0 on 2 CPUs.
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 13 || lines[0] != "1\toff" || lines[3] != "4\tauto" || lines[4] != "5\tbr-lan:0/eth0:0" {
 		t.Errorf("candidates:\n%s", out.String())

@@ -524,7 +524,7 @@ func helperFull(dir string) error {
 }
 
 // TestShippedDefaultConfig: the package's /etc/config/packet_steering reads
-// as the design's defaults and is already in the form a commit writes, so
+// as docs/design.md's UCI defaults and is already in the form a commit writes, so
 // the first set_mode changes only the values.
 func TestShippedDefaultConfig(t *testing.T) {
 	dir := filepath.Join("..", "..", "files", "etc", "config")
