@@ -209,19 +209,28 @@ func wifiIRQDriver(family string) bool {
 	return false
 }
 
-// tieIRQs sets Device and Queue of each IRQ whose name says what it serves.
-// Patterns, first match wins:
+// tieIRQs sets Device, Queue and Direction of each IRQ whose name says
+// what it serves. Patterns, first match wins:
 //
 //	<dev>                          the whole device (Queue -1)
-//	[<prefix>-]<dev>-TxRx-<q>      per-queue MSI-X vectors (igb, igc, ixgbe,
-//	[<prefix>-]<dev>-rx-<q>        i40e "i40e-<dev>-TxRx-<q>", ice ...)
-//	edma_rxdesc_<q>                qualcommax EDMA rx ring q: the netdev
-//	                               driven by an *edma* driver, else the one
-//	                               DSA conduit with more than q rx queues
+//	[<prefix>-]<dev>-TxRx-<q>      per-queue MSI-X vectors serving rx and tx
+//	                               queue q (igb, igc, ixgbe, i40e
+//	                               "i40e-<dev>-TxRx-<q>", ice ...)
+//	[<prefix>-]<dev>-rx-<q>        a vector with only an rx ring, and one with
+//	[<prefix>-]<dev>-tx-<q>        only a tx ring (igb/igc when there are
+//	                               vectors enough for one per ring:
+//	                               igc_main.c igc_request_msix)
+//	edma_rxdesc_<q>                qualcommax EDMA rx ring q, and tx
+//	edma_txcmpl_<q>                completion ring q: the netdev driven by an
+//	                               *edma* driver, else the one DSA conduit
+//	                               with that queue
 //	<busdev>:rx<q>                 rx queue q of the netdev whose bus device
 //	                               has that basename (ipqess "c080000.ethernet:rx1")
-//	<busdev>-input.<q>             virtio_net rx virtqueue q ("virtio2-input.0";
-//	                               virtio_net.c names rx vqs "input.N")
+//	<busdev>-input.<q>             virtio_net rx and tx virtqueue q
+//	<busdev>-output.<q>            ("virtio2-input.0": virtio_net.c names its
+//	                               vqs "input.N" and "output.N", and
+//	                               virtio_pci_common.c vp_find_vqs_msix
+//	                               requests each vector as "<vdev>-<vq name>")
 //	<busdev>                       the whole device of that bus device
 //	<wifi driver>...               the wifi netdev of the only phy with that
 //	                               driver family (ath10k_ahb, mt7915e ...)
@@ -229,8 +238,9 @@ func wifiIRQDriver(family string) bool {
 // mvpp2 names every queue vector after its netdev (mvpp2_main.c
 // mvpp2_irqs_init: request_irq(..., port->dev->name, ...)), so its IRQs tie
 // to the whole device by the first pattern. A queue number is only accepted
-// when the device has that rx queue; anything else stays untied (Device "").
-// Ambiguous matches (several devices) stay untied too.
+// when the device has that queue (an rx queue for DirRX and DirRxTx, a tx
+// queue for DirTX); anything else stays untied (Device ""). Ambiguous
+// matches (several devices) stay untied too.
 func tieIRQs(irqs []IRQ, devs []Device) {
 	idx := deviceIndex(devs)
 	byBus := map[string][]int{}
@@ -240,33 +250,50 @@ func tieIRQs(irqs []IRQ, devs []Device) {
 		}
 	}
 	for i := range irqs {
-		irqs[i].Device, irqs[i].Queue = "", -1
-		dev, q := tieIRQ(irqs[i].Name, devs, idx, byBus)
-		if dev < 0 {
+		irqs[i].Device, irqs[i].Queue, irqs[i].Direction = "", -1, ""
+		t := tieIRQ(irqs[i].Name, devs, idx, byBus)
+		if t.dev < 0 {
 			continue
 		}
-		if q >= 0 && q >= len(devs[dev].RxQueues) {
-			continue
+		if t.queue >= 0 {
+			n := len(devs[t.dev].RxQueues)
+			if t.dir == DirTX {
+				n = len(devs[t.dev].TxQueues)
+			}
+			if t.queue >= n {
+				continue
+			}
+		} else {
+			t.dir = ""
 		}
-		irqs[i].Device, irqs[i].Queue = devs[dev].Name, q
+		irqs[i].Device, irqs[i].Queue, irqs[i].Direction = devs[t.dev].Name, t.queue, t.dir
 	}
 }
 
-func tieIRQ(name string, devs []Device, idx map[string]int, byBus map[string][]int) (int, int) {
+// irqTie is what an IRQ name says: a device position (-1: none), a queue
+// (-1: the whole device) and the queue's direction.
+type irqTie struct {
+	dev, queue int
+	dir        string
+}
+
+var noTie = irqTie{dev: -1, queue: -1}
+
+func tieIRQ(name string, devs []Device, idx map[string]int, byBus map[string][]int) irqTie {
 	if name == "" {
-		return -1, -1
+		return noTie
 	}
 	if d, ok := idx[name]; ok {
-		return d, -1
+		return irqTie{d, -1, ""}
 	}
-	for _, sep := range []string{"-TxRx-", "-rx-"} {
-		if p, qs, ok := cutLast(name, sep); ok {
+	for _, sd := range []struct{ sep, dir string }{{"-TxRx-", DirRxTx}, {"-rx-", DirRX}, {"-tx-", DirTX}} {
+		if p, qs, ok := cutLast(name, sd.sep); ok {
 			q, qok := atoiStrict(qs)
 			if !qok {
 				continue
 			}
 			if d, ok := idx[p]; ok {
-				return d, q
+				return irqTie{d, q, sd.dir}
 			}
 			// "<driver>-<dev>": the longest device name that ends p after a '-'.
 			best := -1
@@ -276,48 +303,49 @@ func tieIRQ(name string, devs []Device, idx map[string]int, byBus map[string][]i
 				}
 			}
 			if best >= 0 {
-				return best, q
+				return irqTie{best, q, sd.dir}
 			}
 		}
 	}
-	if qs, ok := strings.CutPrefix(name, "edma_rxdesc_"); ok {
-		if q, ok := atoiStrict(qs); ok {
-			return edmaDevice(devs, q), q
+	for _, ed := range []struct{ prefix, dir string }{{"edma_rxdesc_", DirRX}, {"edma_txcmpl_", DirTX}} {
+		if qs, ok := strings.CutPrefix(name, ed.prefix); ok {
+			if q, ok := atoiStrict(qs); ok {
+				return irqTie{edmaDevice(devs, q, ed.dir), q, ed.dir}
+			}
 		}
 	}
-	if p, qs, ok := cutLast(name, ":rx"); ok {
-		if q, ok := atoiStrict(qs); ok {
-			if c := byBus[p]; len(c) == 1 {
-				return c[0], q
+	for _, bd := range []struct{ sep, dir string }{{":rx", DirRX}, {"-input.", DirRX}, {"-output.", DirTX}} {
+		if p, qs, ok := cutLast(name, bd.sep); ok {
+			if q, ok := atoiStrict(qs); ok {
+				if c := byBus[p]; len(c) == 1 {
+					return irqTie{c[0], q, bd.dir}
+				}
+				return noTie
 			}
-			return -1, -1
-		}
-	}
-	if p, qs, ok := cutLast(name, "-input."); ok {
-		if q, ok := atoiStrict(qs); ok {
-			if c := byBus[p]; len(c) == 1 {
-				return c[0], q
-			}
-			return -1, -1
 		}
 	}
 	if c := byBus[name]; len(c) == 1 {
-		return c[0], -1
+		return irqTie{c[0], -1, ""}
 	}
-	return wifiDevice(name, devs), -1
+	return irqTie{wifiDevice(name, devs), -1, ""}
 }
 
-// edmaDevice finds the netdev behind qualcommax EDMA rx ring q.
-func edmaDevice(devs []Device, q int) int {
+// edmaDevice finds the netdev behind qualcommax EDMA ring q of direction
+// dir (DirRX: an rx descriptor ring, DirTX: a tx completion ring).
+func edmaDevice(devs []Device, q int, dir string) int {
 	var byDriver, conduits []int
 	for i, d := range devs {
 		if d.Kind == KindDSAUser {
 			continue
 		}
-		if strings.Contains(strings.ToLower(d.Driver), "edma") {
+		if isEDMADriver(d.Driver) {
 			byDriver = append(byDriver, i)
 		}
-		if d.Kind == KindDSAConduit && len(d.RxQueues) > q {
+		n := len(d.RxQueues)
+		if dir == DirTX {
+			n = len(d.TxQueues)
+		}
+		if d.Kind == KindDSAConduit && n > q {
 			conduits = append(conduits, i)
 		}
 	}
@@ -328,6 +356,13 @@ func edmaDevice(devs []Device, q int) int {
 		return conduits[0]
 	}
 	return -1
+}
+
+// isEDMADriver reports the qualcommax EDMA drivers: the ones with "edma" in
+// their name, and qca-nss-dp's "nss-dp".
+func isEDMADriver(driver string) bool {
+	d := strings.ToLower(driver)
+	return strings.Contains(d, "edma") || d == "nss-dp"
 }
 
 // wifiDevice ties an IRQ named after a wifi driver to the first wifi netdev

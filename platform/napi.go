@@ -354,3 +354,102 @@ func tieThreads(threads []NAPIThread, devs []Device) {
 		}
 	}
 }
+
+// classifyThreads sets each thread's Direction, per device (threads with
+// the same Device), after tieThreads and tieIRQs. Every thread is DirRX
+// unless one of these rules, tried in order, says DirTX:
+//
+//  1. NAPI id 0. A driver adds a transmit-only NAPI instance with
+//     netif_napi_add_tx (or _tx_weight), which marks it
+//     NAPI_STATE_NO_BUSY_POLL; napi_hash_add gives no id to such an
+//     instance, so its thread is "napi/<dev>-0" (net/core/dev.c;
+//     include/linux/netdevice.h). virtio_net (virtnet_alloc_queues: one rx
+//     and one tx NAPI per queue pair), ipqess (ipq40xx), bcm4908_enet and
+//     qualcommax's qca_edma add their tx NAPIs this way. Every real rx NAPI
+//     id is above 0 (the stock packet-steering.uc counts only those as rx
+//     tasks).
+//  2. Drivers that add a tx NAPI first with an id of its own: mtk_soc_eth
+//     (mtk_probe: netif_napi_add(dummy_dev, &tx_napi) then &rx_napi, both
+//     on the dummy netdev named "mtk_eth") and the qca-nss-dp EDMA, whose
+//     tx thread the stock qualcommax smp_affinity script
+//     (target/linux/qualcommax/ipq807x/base-files/etc/init.d/smp_affinity)
+//     takes as the napi/eth0-N with the lowest id and the rx thread as the
+//     one with the highest. NAPI ids are handed out in increasing order, so
+//     with no id-0 thread, two threads give the lower one DirTX, and more
+//     threads than rx queues give the lowest surplus DirTX.
+//  3. A device whose per-queue IRQs are separate rx and tx vectors
+//     ("<dev>-rx-N", "<dev>-tx-N", none "-TxRx-"), with exactly one thread
+//     per vector: igc and igb allocate the rx-only vectors first and the
+//     tx-only ones after them (igc_main.c igc_alloc_q_vectors), each with
+//     its own NAPI, so the threads in NAPI id order are the rx vectors'
+//     then the tx vectors'.
+//
+// Drivers whose one NAPI per queue vector serves both directions (mvpp2,
+// igc "-TxRx-", bgmac, wifi) have only DirRX threads.
+func classifyThreads(threads []NAPIThread, devs []Device, irqs []IRQ) {
+	idx := deviceIndex(devs)
+	groups := map[string][]int{}
+	var order []string
+	for i := range threads {
+		threads[i].Direction = DirRX
+		d := threads[i].Device
+		if d == "" {
+			continue
+		}
+		if _, ok := groups[d]; !ok {
+			order = append(order, d)
+		}
+		groups[d] = append(groups[d], i)
+	}
+	type vecs struct{ rx, tx, rxtx int }
+	perDev := map[string]*vecs{}
+	for _, q := range irqs {
+		if q.Device == "" || q.Queue < 0 {
+			continue
+		}
+		v := perDev[q.Device]
+		if v == nil {
+			v = &vecs{}
+			perDev[q.Device] = v
+		}
+		switch q.Direction {
+		case DirTX:
+			v.tx++
+		case DirRxTx:
+			v.rxtx++
+		default:
+			v.rx++
+		}
+	}
+	for _, name := range order {
+		g := groups[name]
+		sort.SliceStable(g, func(a, b int) bool { return threads[g[a]].NAPIID < threads[g[b]].NAPIID })
+		hasZero := false
+		for _, i := range g {
+			if threads[i].NAPIID == 0 {
+				threads[i].Direction = DirTX
+				hasZero = true
+			}
+		}
+		if hasZero || len(g) < 2 {
+			continue
+		}
+		d := &devs[idx[name]]
+		ntx := 0
+		switch v := perDev[name]; {
+		case d.Driver == mtkEthDriver || isEDMADriver(d.Driver):
+			if len(g) == 2 {
+				ntx = 1
+			} else if surplus := len(g) - len(d.RxQueues); surplus > 0 {
+				ntx = surplus
+			}
+			for _, i := range g[:ntx] {
+				threads[i].Direction = DirTX
+			}
+		case v != nil && v.rx > 0 && v.tx > 0 && v.rxtx == 0 && len(g) == v.rx+v.tx:
+			for _, i := range g[v.rx:] {
+				threads[i].Direction = DirTX
+			}
+		}
+	}
+}

@@ -150,6 +150,7 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 	}
 	tieThreads(s.NAPIThreads, s.Devices)
 	tieIRQs(s.IRQs, s.Devices)
+	classifyThreads(s.NAPIThreads, s.Devices, s.IRQs)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("platform: read %s: %w", f.root, err)
 	}

@@ -69,6 +69,9 @@ type presetWant struct {
 	offload  [2]string // flow_offloading, flow_offloading_hw
 	procs    []string
 	threaded []string // devices with threaded NAPI
+	// txThreads counts the DirTX threads per device (devices not listed:
+	// none).
+	txThreads map[string]int
 }
 
 func presetWants() map[string]presetWant {
@@ -124,7 +127,7 @@ func presetWants() map[string]presetWant {
 	x86T := x86
 	x86T.threads, x86T.threaded = x86Threads, []string{"eth0", "eth1"}
 	srvThreads := map[string]string{}
-	srvIRQs := map[string]string{"ice-0000:3b:00.0:misc": "", "eth1-rx-0": "eth1/0", "eth1-rx-1": "eth1/1", "eth1-tx-0": ""}
+	srvIRQs := map[string]string{"ice-0000:3b:00.0:misc": "", "eth1-rx-0": "eth1/0", "eth1-rx-1": "eth1/1", "eth1-tx-0": "eth1/0"}
 	for q := 0; q < 48; q++ {
 		srvThreads[fmt.Sprintf("napi/eth0-%d", 8193+q)] = "eth0"
 		srvIRQs[fmt.Sprintf("ice-eth0-TxRx-%d", q)] = fmt.Sprintf("eth0/%d", q)
@@ -133,7 +136,7 @@ func presetWants() map[string]presetWant {
 		cpus: 4, siblings: map[int][]int{0: nil, 3: nil}, kinds: ipqKinds, drivers: ipqDrv,
 		rx: map[string]int{"eth0": 4, "wan": 1}, tx: map[string]int{"eth0": 4},
 		threads: ipqThreads, threaded: []string{"eth0"},
-		irqs:  map[string]string{"edma_rxdesc_0": "eth0/0", "edma_rxdesc_3": "eth0/3", "edma_txcmpl_0": "", "ce0": ""},
+		irqs:  map[string]string{"edma_rxdesc_0": "eth0/0", "edma_rxdesc_3": "eth0/3", "edma_txcmpl_0": "eth0/0", "ce0": ""},
 		board: "netgear,rax120v1", target: "qualcommax/ipq807x", steering: "1",
 	}
 	return map[string]presetWant{
@@ -147,7 +150,8 @@ func presetWants() map[string]presetWant {
 		"demo":    ipq,
 		"ipq40xx": {
 			cpus: 4, kinds: i40Kinds, drivers: i40Drv, rx: map[string]int{"eth0": 4}, tx: map[string]int{"eth0": 4},
-			threads: map[string]string{"napi/eth0-257": "eth0", "napi/eth0-260": "eth0"}, threaded: []string{"eth0"},
+			threads: map[string]string{"napi/eth0-257": "eth0", "napi/eth0-260": "eth0", "napi/eth0-0": "eth0"}, threaded: []string{"eth0"},
+			txThreads: map[string]int{"eth0": 4},
 			irqs: map[string]string{"c080000.ethernet:rx0": "eth0/0", "c080000.ethernet:rx3": "eth0/3",
 				"c080000.ethernet:tx0": "", "ath10k_ahb": ""},
 			board: "glinet,gl-b1300", target: "ipq40xx/generic", steering: "1",
@@ -157,7 +161,7 @@ func presetWants() map[string]presetWant {
 			kinds: mtKinds, drivers: mtDrv, rx: map[string]int{"eth0": 1}, tx: map[string]int{"eth0": 16},
 			threads: map[string]string{"napi/mtk_eth-257": "eth0", "napi/mtk_eth-258": "eth0",
 				"napi/phy0-259": "", "napi/phy0-260": "", "napi/phy0-261": ""},
-			threaded: []string{"eth0"},
+			threaded: []string{"eth0"}, txThreads: map[string]int{"eth0": 1},
 			irqs: map[string]string{"1e100000.ethernet": "eth0/-1", "mt7603e": "wlan0/-1", "mt7615e": "wlan1/-1",
 				"mt7530": ""},
 			board: "xiaomi,mi-router-ac2100", target: "ramips/mt7621", steering: "1",
@@ -168,6 +172,17 @@ func presetWants() map[string]presetWant {
 			rx:      map[string]int{"eth0": 4, "eth1": 4, "eth2": 4}, tx: map[string]int{"eth0": 8},
 			threads: map[string]string{}, irqs: map[string]string{"eth0": "eth0/-1", "eth2": "eth2/-1"},
 			board: "globalscale,mochabin", target: "mvebu/cortexa72", steering: "1",
+		},
+		"virtio-4q": {
+			cpus: 4, kinds: map[string]string{"eth0": KindEthernet, "eth1": KindEthernet, "br-lan": KindBridge},
+			drivers: map[string]string{"eth0": "virtio_net", "eth1": "virtio_net"},
+			rx:      map[string]int{"eth0": 4, "eth1": 1}, tx: map[string]int{"eth0": 4, "eth1": 1},
+			threads: map[string]string{"napi/eth0-8193": "eth0", "napi/eth0-8196": "eth0", "napi/eth0-0": "eth0",
+				"napi/eth1-8197": "eth1", "napi/eth1-0": "eth1"},
+			threaded: []string{"eth0", "eth1"}, txThreads: map[string]int{"eth0": 4, "eth1": 1},
+			irqs: map[string]string{"virtio0-config": "", "virtio0-control": "", "virtio0-input.0": "eth0/0",
+				"virtio0-output.3": "eth0/3", "virtio1-input.0": "eth1/0", "virtio1-output.0": "eth1/0"},
+			board: "qemu-standard-pc-i440fx-piix-1996", target: "x86/64",
 		},
 		"x86-8":          x86,
 		"x86-8-threaded": x86T,
@@ -287,6 +302,24 @@ func TestPresetsDetectedStructure(t *testing.T) {
 			for name, dev := range want.threads {
 				if got, ok := gotThreads[name]; !ok || got != dev {
 					t.Errorf("thread %s device %q (found %v), want %q", name, got, ok, dev)
+				}
+			}
+			gotTX := map[string]int{}
+			for _, th := range s.NAPIThreads {
+				if th.Direction == DirTX {
+					gotTX[th.Device]++
+				} else if th.Direction != DirRX {
+					t.Errorf("thread %d %s: direction %q", th.PID, th.Name, th.Direction)
+				}
+			}
+			for dev, n := range gotTX {
+				if want.txThreads[dev] != n {
+					t.Errorf("%s: %d tx threads, want %d", dev, n, want.txThreads[dev])
+				}
+			}
+			for dev, n := range want.txThreads {
+				if gotTX[dev] != n {
+					t.Errorf("%s: %d tx threads, want %d", dev, gotTX[dev], n)
 				}
 			}
 			gotIRQ := map[string][]string{}

@@ -113,9 +113,21 @@ type NAPIThread struct {
 	// Device is the netdev the thread serves, when known ("" otherwise).
 	Device string `json:"device,omitempty"`
 	NAPIID int    `json:"napi_id"`
+	// Direction is DirRX for a thread that receives (on most drivers the
+	// same NAPI instance also completes transmits) and DirTX for a thread
+	// that only completes transmits; see classifyThreads for the rules.
+	// A snapshot file without it means DirRX.
+	Direction string `json:"direction,omitempty"`
 	// CPUs is the live affinity as a cpu list (Cpus_allowed_list), e.g. "0-3".
 	CPUs string `json:"cpus"`
 }
+
+// Directions of NAPI threads and per-queue IRQs.
+const (
+	DirRX   = "rx"   // receive (a thread: may also complete transmits)
+	DirTX   = "tx"   // transmit completion only
+	DirRxTx = "rxtx" // an IRQ serving rx queue N and tx queue N ("-TxRx-N")
+)
 
 // IRQ is one numbered row of /proc/interrupts.
 type IRQ struct {
@@ -126,10 +138,14 @@ type IRQ struct {
 	Counts []uint64 `json:"counts"`
 	// SMPAffinity is proc/irq/N/smp_affinity (hex mask text); "" if unreadable.
 	SMPAffinity string `json:"smp_affinity,omitempty"`
-	// Device and Queue tie the IRQ to a netdev and an rx queue index when the
+	// Device and Queue tie the IRQ to a netdev and a queue index when the
 	// name says so; Queue is -1 when the IRQ serves the whole device.
-	Device string `json:"device,omitempty"`
-	Queue  int    `json:"queue"`
+	// Direction says which queue: DirRX (rx queue Queue), DirTX (tx queue
+	// Queue) or DirRxTx (both rx and tx queue Queue); "" with Queue -1. A
+	// snapshot file without it means DirRX for a queue IRQ.
+	Device    string `json:"device,omitempty"`
+	Queue     int    `json:"queue"`
+	Direction string `json:"direction,omitempty"`
 }
 
 // SoftnetStat is one row of /proc/net/softnet_stat.
@@ -195,4 +211,26 @@ type DeviceOverride struct {
 type Gap struct {
 	Path  string `json:"path"` // relative to the root
 	Error string `json:"error"`
+}
+
+// IsTX reports a transmit-completion thread. A snapshot written before
+// threads carried a Direction marks them by NAPI id 0 alone.
+func (t *NAPIThread) IsTX() bool {
+	return t.Direction == DirTX || (t.Direction == "" && t.NAPIID == 0)
+}
+
+// RxQueue returns the rx queue a per-queue IRQ serves, or -1.
+func (q *IRQ) RxQueue() int {
+	if q.Queue < 0 || q.Direction == DirTX {
+		return -1
+	}
+	return q.Queue
+}
+
+// TxQueue returns the tx queue a per-queue IRQ serves, or -1.
+func (q *IRQ) TxQueue() int {
+	if q.Queue < 0 || (q.Direction != DirTX && q.Direction != DirRxTx) {
+		return -1
+	}
+	return q.Queue
 }

@@ -72,16 +72,16 @@ type knob struct {
 // knobIndex is what resolveKnob checks names against: the snapshot's
 // devices with their queues, NAPI threads and IRQs, indexed once per apply.
 type knobIndex struct {
-	rx, tx  map[string]bool   // "dev/queue"
-	devices map[string]bool   // device names
-	threads map[int]string    // pid -> thread name
-	irqs    map[int]bool      // IRQ numbers
-	owner   map[string]string // "thread PID" / "irq N" -> device
+	rx, tx  map[string]bool // "dev/queue"
+	devices map[string]bool // device names
+	threads map[int]string  // pid -> thread name
+	irqs    map[int]bool    // IRQ numbers
+	pair    *Pairing        // which device a thread or IRQ serves
 }
 
 func newKnobIndex(snap *platform.Snapshot) *knobIndex {
 	x := &knobIndex{rx: map[string]bool{}, tx: map[string]bool{}, devices: map[string]bool{},
-		threads: map[int]string{}, irqs: map[int]bool{}, owner: map[string]string{}}
+		threads: map[int]string{}, irqs: map[int]bool{}, pair: PairQueues(snap)}
 	for i := range snap.Devices {
 		d := &snap.Devices[i]
 		x.devices[d.Name] = true
@@ -94,11 +94,9 @@ func newKnobIndex(snap *platform.Snapshot) *knobIndex {
 	}
 	for _, t := range snap.NAPIThreads {
 		x.threads[t.PID] = t.Name
-		x.owner["thread "+strconv.Itoa(t.PID)] = t.Device
 	}
 	for _, q := range snap.IRQs {
 		x.irqs[q.Number] = true
-		x.owner["irq "+strconv.Itoa(q.Number)] = q.Device
 	}
 	return x
 }
@@ -151,30 +149,6 @@ func (x *knobIndex) resolveKnob(a Action) (knob, error) {
 		return k, fmt.Errorf("unknown action kind %q: %w", a.Kind, ErrInvalid)
 	}
 	return k, nil
-}
-
-// unit is the rollback unit of an action: its device (for a NAPI thread or
-// IRQ without one, the device the snapshot ties it to), else the action's
-// own target; sysctls sort last.
-func (x *knobIndex) unit(a Action) string {
-	u := a.Device
-	switch a.Kind {
-	case KindSysctl:
-		return "\xffsysctl " + a.Key
-	case KindNAPIAffinity:
-		if u == "" {
-			if u = x.owner["thread "+strconv.Itoa(a.PID)]; u == "" {
-				u = "thread " + strconv.Itoa(a.PID)
-			}
-		}
-	case KindIRQAffinity:
-		if u == "" {
-			if u = x.owner["irq "+strconv.Itoa(a.IRQ)]; u == "" {
-				u = "irq " + strconv.Itoa(a.IRQ)
-			}
-		}
-	}
-	return u
 }
 
 // applyRank orders a device's writes: thread and IRQ placement first, then the
@@ -233,30 +207,6 @@ func vanished(err error) bool {
 		errors.Is(err, ErrNotKernelThread)
 }
 
-// actionDevice is the netdev an action belongs to: its Device, or for a NAPI
-// thread or an IRQ without one, the device the snapshot ties it to ("" when
-// none).
-func actionDevice(snap *platform.Snapshot, a Action) string {
-	if a.Device != "" {
-		return a.Device
-	}
-	switch a.Kind {
-	case KindNAPIAffinity:
-		for _, t := range snap.NAPIThreads {
-			if t.PID == a.PID {
-				return t.Device
-			}
-		}
-	case KindIRQAffinity:
-		for _, q := range snap.IRQs {
-			if q.Number == a.IRQ {
-				return q.Device
-			}
-		}
-	}
-	return ""
-}
-
 // ApplyPlan makes the machine hold the actions' values. Each knob is read
 // once and written at most once (only when its live value differs). Actions
 // are applied device by device (a NAPI thread or IRQ with the device it
@@ -276,7 +226,7 @@ func ApplyPlan(ctx context.Context, w Writer, snap *platform.Snapshot, actions [
 	var order []string
 	units := map[string][]Action{}
 	for _, a := range actions {
-		u := x.unit(a)
+		u := x.pair.unit(a)
 		if _, ok := units[u]; !ok {
 			order = append(order, u)
 		}

@@ -121,7 +121,8 @@ type DeviceQueues struct {
 	Tx     []TxQueueView `json:"tx"`
 }
 
-// RxQueueView is one rx queue with its NAPI thread and IRQ, live and wanted.
+// RxQueueView is one rx queue with its rx NAPI thread and IRQ, live and
+// wanted.
 type RxQueueView struct {
 	Queue       string    `json:"queue"`
 	RPSCPUs     string    `json:"rps_cpus"`
@@ -147,11 +148,15 @@ type IRQView struct {
 	WantCPUs string `json:"want_cpus"`
 }
 
-// TxQueueView is one tx queue's live and wanted XPS mask.
+// TxQueueView is one tx queue's live and wanted XPS mask, with the NAPI
+// thread that completes its transmits (when the driver has a separate one)
+// and its IRQ.
 type TxQueueView struct {
-	Queue       string `json:"queue"`
-	XPSCPUs     string `json:"xps_cpus"`
-	WantXPSCPUs string `json:"want_xps_cpus"`
+	Queue       string    `json:"queue"`
+	XPSCPUs     string    `json:"xps_cpus"`
+	WantXPSCPUs string    `json:"want_xps_cpus"`
+	NAPI        *NAPIView `json:"napi,omitempty"`
+	IRQ         *IRQView  `json:"irq,omitempty"`
 }
 
 // Engine ties reading, planning, applying and persisting together for one
@@ -464,8 +469,9 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 	actions := p.Actions
 	if req.Device != "" {
 		actions = nil
+		pair := PairQueues(snap)
 		for _, a := range p.Actions {
-			if actionDevice(snap, a) == req.Device {
+			if pair.ActionDevice(a) == req.Device {
 				actions = append(actions, a)
 			}
 		}

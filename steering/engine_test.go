@@ -165,7 +165,7 @@ func TestEngineApplyOneDevice(t *testing.T) {
 	}
 	threads := 0
 	for _, a := range res.Changed {
-		if actionDevice(snap, a) != "eth0" {
+		if PairQueues(snap).ActionDevice(a) != "eth0" {
 			t.Errorf("device apply of eth0 changed %s %s", a.Kind, a.Target())
 		}
 		if a.Kind == KindNAPIAffinity || a.Kind == KindIRQAffinity {
@@ -180,7 +180,7 @@ func TestEngineApplyOneDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range dry.Changed {
-		if actionDevice(snap, a) == "eth0" {
+		if PairQueues(snap).ActionDevice(a) == "eth0" {
 			t.Errorf("eth0 knob %s still differs after its device apply", a.Target())
 		}
 	}

@@ -104,6 +104,16 @@ func threads(pid int, owner string, id, n int, cpus func(i int) string) []string
 	return out
 }
 
+// threadsStep is threads with PIDs pid, pid+step, ...: rx threads
+// interleaved with tx threads.
+func threadsStep(pid, step int, owner string, id, n int, cpus func(i int) string) []string {
+	var out []string
+	for i := 0; i < n; i++ {
+		out = append(out, fmt.Sprintf("napi_affinity pid %d napi/%s-%d %s", pid+step*i, owner, id+i, cpus(i)))
+	}
+	return out
+}
+
 // irqs lists irq_affinity for n consecutive IRQs named by nameFmt % queue.
 func irqs(first int, nameFmt string, n int, mask func(q int) string) []string {
 	var out []string
@@ -153,13 +163,59 @@ func presetCases() map[string]presetCase {
 		threads(300, "eth0", 257, 4, listOf(same)))
 	ipq807xOff := lines(rx("eth0", 4, is("0")), rx("wlan0", 1, is("0")),
 		threads(300, "eth0", 257, 4, is("0-3")))
+	// edma_txcmpl_0 completes tx-0's transmits: it goes where XPS sends
+	// tx-0 from.
 	ipq807xAuto := lines(rx("eth0", 4, is("0")), tx("eth0", 4, cpuOf(same)), rx("wlan0", 1, is("1")),
-		threads(300, "eth0", 257, 4, listOf(same)), irqs(60, "edma_rxdesc_%d", 4, cpuOf(same)))
+		threads(300, "eth0", 257, 4, listOf(same)), irqs(60, "edma_rxdesc_%d", 4, cpuOf(same)),
+		irqs(64, "edma_txcmpl_%d", 1, cpuOf(same)))
 
 	// wlan0 RPS -> CPU0 (all idle); wlan1 with loads [.75 0 0 0]: musl's
 	// qsort orders the CPUs 2 1 3 0, so CPU2.
+	// ipqess: rx threads (PIDs 281, 283, ...) between the tx threads
+	// napi/eth0-0 (id 0: not rx tasks, which the stock rule leaves alone).
 	ipq40xxLegacy := lines(rx("eth0", 4, cpuOf(next4)), rx("wlan0", 1, is("1")), rx("wlan1", 1, is("4")),
-		threads(280, "eth0", 257, 4, listOf(same)))
+		threadsStep(281, 2, "eth0", 257, 4, listOf(same)))
+
+	// virtio-4q (the real-guest regression): eth0's rx threads
+	// napi/eth0-8196..8193 have PIDs 401, 403, 405, 407 (created last queue
+	// first), each after its queue's tx thread napi/eth0-0 (PIDs 400, 402,
+	// 404, 406: tx-3 .. tx-0). Legacy pairs rx tasks in PID order and
+	// leaves tx threads alone; eth1 (one queue) takes the single-queue
+	// branch: both its threads on get_next_cpu (CPU0), RPS next (CPU2 with
+	// loads [1 0 0 0] in musl's order).
+	// eth0's threads in PID order, each with its CPU list in the plan; the
+	// tx threads (napi/eth0-0) are listed only where a mode places them.
+	vioThreads := func(rx [4]string, tx *[4]string) []string {
+		var out []string
+		for k := 0; k < 4; k++ { // PIDs 400+2k (tx-(3-k)), 401+2k (rx-(3-k))
+			q := 3 - k
+			if tx != nil {
+				out = append(out, fmt.Sprintf("napi_affinity pid %d napi/eth0-0 %s", 400+2*k, tx[q]))
+			}
+			out = append(out, fmt.Sprintf("napi_affinity pid %d napi/eth0-%d %s", 401+2*k, 8193+q, rx[q]))
+		}
+		return out
+	}
+	vioEth1 := func(napi string) []string {
+		return []string{"napi_affinity pid 408 napi/eth1-0 " + napi, "napi_affinity pid 409 napi/eth1-8197 " + napi}
+	}
+	// Legacy and all: rx tasks in PID order (8196 first) on CPUs 0..3.
+	vioStock := [4]string{"3", "2", "1", "0"}
+	vioLegacy := lines(rx("eth0", 4, cpuOf(next4)), rx("eth1", 1, is("4")), vioThreads(vioStock, nil), vioEth1("0"))
+	vioAll := lines(rx("eth0", 4, cpuOf(next4)), rx("eth1", 1, is("f")), vioThreads(vioStock, nil), vioEth1("0"))
+	vioOff := lines(rx("eth0", 4, is("0")), rx("eth1", 1, is("0")),
+		vioThreads([4]string{"0-3", "0-3", "0-3", "0-3"}, nil), vioEth1("0-3"))
+	// Auto: rss-per-cpu on eth0. rx-q's thread napi/eth0-(8193+q) and
+	// virtio0-input.q on CPU q; tx-q's thread (the napi/eth0-0 created
+	// right before rx-q's) and virtio0-output.q where XPS sends tx-q from:
+	// CPU q.
+	vioAuto := lines(rx("eth0", 4, is("0")), tx("eth0", 4, cpuOf(same)), rx("eth1", 1, is("4")),
+		vioThreads([4]string{"0", "1", "2", "3"}, &[4]string{"0", "1", "2", "3"}), vioEth1("0"))
+	for q := 0; q < 4; q++ {
+		vioAuto = append(vioAuto,
+			fmt.Sprintf("irq_affinity irq %d virtio0-input.%d %s", 25+2*q, q, cpuset.Of(q).Mask()),
+			fmt.Sprintf("irq_affinity irq %d virtio0-output.%d %s", 26+2*q, q, cpuset.Of(q).Mask()))
+	}
 
 	// mt7621 (cores 0,0,1,1): eth0 NAPI -> CPU0 [1 .75 0 0]; eth0 RPS ->
 	// CPU2 (musl order 2 3 1 0) [1 .75 .75 .5625]; bias [3 2.25 .75 .5625]; wlan0 (phy0, 3
@@ -224,15 +280,16 @@ func presetCases() map[string]presetCase {
 		"ipq807x": mk(ipq807xOff, ipq807xLegacy, ipq807xAll, ipq807xAuto, "qualcommax-ipq807x", HintSWOffloadHelps),
 		"demo":    mk(ipq807xOff, ipq807xLegacy, ipq807xAll, ipq807xAuto, "qualcommax-ipq807x", HintSWOffloadHelps),
 		"ipq40xx": mk(
-			lines(rx("eth0", 4, is("0")), rx("wlan0", 1, is("0")), rx("wlan1", 1, is("0")), threads(280, "eth0", 257, 4, is("0-3"))),
+			lines(rx("eth0", 4, is("0")), rx("wlan0", 1, is("0")), rx("wlan1", 1, is("0")), threadsStep(281, 2, "eth0", 257, 4, is("0-3"))),
 			ipq40xxLegacy,
-			lines(rx("eth0", 4, cpuOf(next4)), rx("wlan0", 1, is("f")), rx("wlan1", 1, is("f")), threads(280, "eth0", 257, 4, listOf(same))),
+			lines(rx("eth0", 4, cpuOf(next4)), rx("wlan0", 1, is("f")), rx("wlan1", 1, is("f")), threadsStep(281, 2, "eth0", 257, 4, listOf(same))),
 			ipq40xxLegacy, "ipq40xx"),
 		"mt7621":         mk(mtOff, mtLegacy, mtAll, mtAll, "ramips-mt7621"),
 		"mochabin":       mk(mochaRx("0"), mochaRx("1"), mochaRx("f"), mochaRx("0"), "mvebu-mochabin"),
 		"x86-8":          mk(lines(rx("eth0", 8, is("0")), rx("eth1", 8, is("0"))), x86Legacy, lines(rx("eth0", 8, is("ff")), rx("eth1", 8, is("ff"))), x86Auto, PolicyRSSPerCPU, HintIRQBalance),
 		"x86-8-threaded": mk(lines(rx("eth0", 8, is("0")), rx("eth1", 8, is("0")), threads(700, "eth0", 8193, 8, is("0-7")), threads(720, "eth1", 8201, 8, is("0-7"))), x86tLegacy, x86tLegacy, x86tAuto, PolicyRSSPerCPU, HintIRQBalance),
 		"server-48":      mk(srvOff, srvLegacy, srvAll, srvAuto, PolicyRSSPerCPU),
+		"virtio-4q":      mk(vioOff, vioLegacy, vioAll, vioAuto, PolicyRSSPerCPU),
 	}
 }
 

@@ -76,7 +76,13 @@ func (m *machine) thread(pid int, name string) *machine {
 		id, _ = strconv.Atoi(owner[i+1:])
 		owner = owner[:i]
 	}
-	m.s.NAPIThreads = append(m.s.NAPIThreads, platform.NAPIThread{PID: pid, Name: name, Owner: owner, NAPIID: id, CPUs: "0-" + fmt.Sprint(len(m.s.CPUs)-1)})
+	// The device link platform.Read would make: a netdev named like the
+	// owner (threads of mtk_eth and of wifi phys need the whole snapshot).
+	dev := ""
+	if owner != "mtk_eth" && !strings.HasPrefix(owner, "phy") {
+		dev = owner
+	}
+	m.s.NAPIThreads = append(m.s.NAPIThreads, platform.NAPIThread{PID: pid, Name: name, Owner: owner, Device: dev, NAPIID: id, CPUs: "0-" + fmt.Sprint(len(m.s.CPUs)-1)})
 	return m
 }
 

@@ -162,7 +162,7 @@ func checkKernelState(t *testing.T, e *Engine, mode Mode) {
 			if got := cpuSetList(&set); !cpuset.SameList(got, a.Value) {
 				t.Errorf("%s: %s (pid %d) runs on %s, plan says %s", mode, a.Thread, a.PID, got, a.Value)
 			}
-			managed[actionDevice(snap, a)]++
+			managed[PairQueues(snap).ActionDevice(a)]++
 		}
 	}
 	for _, v := range kernelVeths {

@@ -228,6 +228,15 @@ type builder struct {
 	// irqsByDev lists the IRQs tied to each device. Built on first use.
 	rxIdx     map[*platform.Device]map[string]int
 	irqsByDev map[string][]*platform.IRQ
+	pair      *Pairing
+}
+
+// pairing returns the snapshot's queue pairing, made on first use.
+func (b *builder) pairing() *Pairing {
+	if b.pair == nil {
+		b.pair = PairQueues(b.snap)
+	}
+	return b.pair
 }
 
 func newBuilder(s *platform.Snapshot) *builder {

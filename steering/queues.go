@@ -26,23 +26,34 @@ func (e *Engine) Queues(ctx context.Context, device string) ([]DeviceQueues, err
 	return QueueViews(v.snap, v.plan, device), nil
 }
 
-// QueueViews joins the snapshot's queues, threads and IRQs with the plan's
-// wanted values, for one device or all (""). With a nil plan the wanted
+// QueueViews joins the snapshot's queues, threads and IRQs (paired by
+// PairQueues, as the plan pairs them) with the plan's wanted values, for
+// one device or all (""): each rx queue with its rx thread and IRQ, each tx
+// queue with its tx-completion thread and IRQ. With a nil plan the wanted
 // values are empty: the live placement alone (what `queues` shows when no
 // plan can be made).
 func QueueViews(snap *platform.Snapshot, p *Plan, device string) []DeviceQueues {
 	want := map[string]string{} // knob key -> wanted value
-	threadQueue := map[int]string{}
-	var actions []Action
 	if p != nil {
-		actions = p.Actions
-	}
-	for _, a := range actions {
-		want[knobID(a)] = a.Value
-		if a.Kind == KindNAPIAffinity && a.Queue != "" {
-			threadQueue[a.PID] = a.Queue
+		for _, a := range p.Actions {
+			want[knobID(a)] = a.Value
 		}
 	}
+	napiView := func(t *platform.NAPIThread) *NAPIView {
+		if t == nil {
+			return nil
+		}
+		return &NAPIView{PID: t.PID, Thread: t.Name, CPUs: t.CPUs,
+			WantCPUs: want[knobID(Action{Kind: KindNAPIAffinity, PID: t.PID})]}
+	}
+	irqView := func(q *platform.IRQ) *IRQView {
+		if q == nil {
+			return nil
+		}
+		return &IRQView{IRQ: q.Number, Name: q.Name, CPUs: maskToList(q.SMPAffinity),
+			WantCPUs: maskToList(want[knobID(Action{Kind: KindIRQAffinity, IRQ: q.Number})])}
+	}
+	pair := PairQueues(snap)
 	out := []DeviceQueues{}
 	for i := range snap.Devices {
 		d := &snap.Devices[i]
@@ -50,37 +61,24 @@ func QueueViews(snap *platform.Snapshot, p *Plan, device string) []DeviceQueues 
 			continue
 		}
 		dq := DeviceQueues{Name: d.Name, Driver: d.Driver, Kind: d.Kind, Rx: []RxQueueView{}, Tx: []TxQueueView{}}
-		napi := napiByQueue(snap, d, threadQueue)
-		for _, q := range d.RxQueues {
-			v := RxQueueView{
+		dp := pair.Device(d.Name)
+		for j, q := range d.RxQueues {
+			dq.Rx = append(dq.Rx, RxQueueView{
 				Queue:       q.Name,
 				RPSCPUs:     q.RPSCPUs,
 				WantRPSCPUs: want[knobID(Action{Kind: KindRPSCPUs, Device: d.Name, Queue: q.Name})],
 				RPSFlowCnt:  q.RPSFlowCnt,
-			}
-			if t, ok := napi[q.Name]; ok {
-				v.NAPI = &NAPIView{
-					PID:      t.PID,
-					Thread:   t.Name,
-					CPUs:     t.CPUs,
-					WantCPUs: want[knobID(Action{Kind: KindNAPIAffinity, PID: t.PID})],
-				}
-			}
-			if irq := irqForQueue(snap, d, q.Index); irq != nil {
-				v.IRQ = &IRQView{
-					IRQ:      irq.Number,
-					Name:     irq.Name,
-					CPUs:     maskToList(irq.SMPAffinity),
-					WantCPUs: maskToList(want[knobID(Action{Kind: KindIRQAffinity, IRQ: irq.Number})]),
-				}
-			}
-			dq.Rx = append(dq.Rx, v)
+				NAPI:        napiView(dp.Rx[j].Thread),
+				IRQ:         irqView(dp.Rx[j].IRQ),
+			})
 		}
-		for _, q := range d.TxQueues {
+		for j, q := range d.TxQueues {
 			dq.Tx = append(dq.Tx, TxQueueView{
 				Queue:       q.Name,
 				XPSCPUs:     q.XPSCPUs,
 				WantXPSCPUs: want[knobID(Action{Kind: KindXPSCPUs, Device: d.Name, Queue: q.Name})],
+				NAPI:        napiView(dp.Tx[j].Thread),
+				IRQ:         irqView(dp.Tx[j].IRQ),
 			})
 		}
 		out = append(out, dq)
@@ -99,69 +97,6 @@ func knobID(a Action) string {
 		return a.Kind + " " + a.Key
 	}
 	return a.Kind + " " + a.Device + " " + a.Queue
-}
-
-// napiByQueue ties a device's NAPI threads to its rx queues: by the queue
-// the plan names for a thread when it does, otherwise the device's threads
-// in NAPI id order pair with its rx queues in index order (the kernel
-// registers a multi-queue driver's NAPI instances queue by queue).
-func napiByQueue(snap *platform.Snapshot, d *platform.Device, planned map[int]string) map[string]platform.NAPIThread {
-	out := map[string]platform.NAPIThread{}
-	var rest []platform.NAPIThread
-	for _, t := range snap.NAPIThreads {
-		if t.Device != d.Name {
-			continue
-		}
-		if q, ok := planned[t.PID]; ok {
-			out[q] = t
-			continue
-		}
-		rest = append(rest, t)
-	}
-	if len(rest) == 0 {
-		return out
-	}
-	// Insertion sort by NAPI id: a device has a handful of threads.
-	for i := 1; i < len(rest); i++ {
-		for j := i; j > 0 && rest[j].NAPIID < rest[j-1].NAPIID; j-- {
-			rest[j], rest[j-1] = rest[j-1], rest[j]
-		}
-	}
-	n := 0
-	for _, q := range d.RxQueues {
-		if _, taken := out[q.Name]; taken {
-			continue
-		}
-		if n == len(rest) {
-			break
-		}
-		out[q.Name] = rest[n]
-		n++
-	}
-	return out
-}
-
-// irqForQueue returns the IRQ the snapshot ties to rx queue index of d: one
-// with that queue, or the device's whole-device IRQ when d has a single rx
-// queue.
-func irqForQueue(snap *platform.Snapshot, d *platform.Device, index int) *platform.IRQ {
-	var whole *platform.IRQ
-	for i := range snap.IRQs {
-		q := &snap.IRQs[i]
-		if q.Device != d.Name {
-			continue
-		}
-		if q.Queue == index {
-			return q
-		}
-		if q.Queue < 0 && whole == nil {
-			whole = q
-		}
-	}
-	if whole != nil && len(d.RxQueues) == 1 {
-		return whole
-	}
-	return nil
 }
 
 // maskToList shows a kernel hex mask as a cpu list; "" and unparsable

@@ -1,11 +1,6 @@
 package steering
 
-import (
-	"sort"
-
-	"github.com/packet-steering/packet-steering/internal/cpuset"
-	"github.com/packet-steering/packet-steering/platform"
-)
+import "github.com/packet-steering/packet-steering/internal/cpuset"
 
 // The rss-per-cpu rule: for a device with at least one rx queue per CPU.
 //
@@ -13,26 +8,28 @@ import (
 // the CPUs; the kernel's scaling guide (Documentation/networking/
 // scaling.rst, "RPS Configuration") says that in that case RPS is probably
 // redundant, and the ipq807x report (docs/platforms.md; RAX120 v1, 4 rings
-// and 4 CPUs)
-// measured the stock next-CPU rule (queue i's RPS to CPU i+1) as the worst
+// and 4 CPUs) measured the stock next-CPU rule (queue i's RPS to CPU i+1) as the worst
 // choice: 4 of 6 flow pairs lost 28.6-49.0%, RPS off 0.35-1.61%. So, with n
-// online CPUs cpus[0..n-1] in number order:
-//   - rx task i of the device runs on cpus[i mod n], the tasks taken in
-//     NAPI id order: a multi-queue driver registers its NAPI instances queue
-//     by queue, so ids rise with the queue number, while the threads' PIDs
-//     need not (netif_napi_add puts each instance at the head of the
-//     device's list, and enabling `threaded` later creates the threads in
-//     list order, i.e. reversed). The stock script pairs by PID; that is
-//     kept in legacy, but here it would put queue i's thread away from
-//     queue i's IRQ and XPS CPU (seen on veth in the e2e test);
-//   - every rx queue of the device's netdevs gets RPS off (mask 0) and the
-//     configured flow count;
-//   - every per-queue IRQ (an IRQ the snapshot ties to one of the device's
-//     netdevs and an rx queue q >= 0) gets affinity cpus[q mod n];
+// online CPUs cpus[0..n-1] in number order, for each of the device's
+// netdevs, its queues paired with threads and IRQs by PairQueues:
+//   - the rx thread of rx queue i (the i-th rx thread in NAPI id order) runs
+//     on cpus[i mod n]. The stock script pairs by PID; that is kept in
+//     legacy, but here it would put queue i's thread away from queue i's
+//     IRQ and XPS CPU (seen on veth in the e2e test);
+//   - every rx queue gets RPS off (mask 0) and the configured flow count;
+//   - every IRQ of rx queue q (DirRX, or DirRxTx serving rx and tx queue q)
+//     gets affinity cpus[q mod n];
 //   - with more than one tx queue, XPS maps tx-i to cpus[i mod n] when there
 //     are at least n tx queues (each CPU transmits on "its" queues), else
 //     tx-i to every cpus[c] with c mod T == i (T tx queues), so every CPU
 //     has a queue;
+//   - the tx-completion side follows XPS: the tx thread of tx queue i (a
+//     driver with separate tx NAPIs: virtio_net, ipqess, mtk_soc_eth ...)
+//     and a tx-only IRQ of tx queue i get the CPUs XPS sends tx-i from, so
+//     a transmit's completion runs on the CPU that queued it, next to that
+//     CPU's rx queue. A tx thread serving several tx queues gets the union
+//     of their XPS CPUs, and is left alone when that is every CPU (nothing
+//     to gain). Without XPS (one tx queue) the tx side is left alone;
 //   - no CPU load is added: like the stock script's fixed multi-queue
 //     branch, the device's work is spread evenly, not on one CPU.
 //
@@ -44,26 +41,40 @@ import (
 func (r *stockRun) assignRSS(d *stockDev) {
 	n := len(r.cpus)
 	r.rssDevices = append(r.rssDevices, d.netdevs[0].Name)
-	tasks := append([]*platform.NAPIThread(nil), d.rxTasks...)
-	sort.SliceStable(tasks, func(i, j int) bool { return tasks[i].NAPIID < tasks[j].NAPIID })
-	for i, t := range tasks {
-		r.b.napi(t, cpuset.Of(r.cpus[i%n].id))
-	}
+	pair := r.b.pairing()
 	for _, nd := range d.netdevs {
+		dp := pair.Device(nd.Name)
+		for i, t := range dp.RxThreads {
+			r.b.napi(t, cpuset.Of(r.cpus[i%n].id))
+		}
 		for _, q := range nd.RxQueues {
 			r.b.rps(nd, q, cpuset.Set{})
 			r.b.flowCnt(nd, q, r.flows)
 		}
-		if t := len(nd.TxQueues); t > 1 {
+		t := len(nd.TxQueues)
+		if t > 1 {
 			for _, q := range nd.TxQueues {
 				r.b.xps(nd, q, xpsSet(q.Index, t, r.cpus))
 			}
 		}
-	}
-	for _, nd := range d.netdevs {
 		for _, irq := range r.b.deviceIRQs(nd.Name) {
-			if irq.Queue >= 0 {
-				r.b.irq(irq, cpuset.Of(r.cpus[irq.Queue%n].id))
+			switch {
+			case irq.RxQueue() >= 0:
+				r.b.irq(irq, cpuset.Of(r.cpus[irq.RxQueue()%n].id))
+			case irq.TxQueue() >= 0 && t > 1:
+				r.b.irq(irq, xpsSet(irq.TxQueue(), t, r.cpus))
+			}
+		}
+		if t <= 1 {
+			continue
+		}
+		for _, th := range dp.TxThreads {
+			var set cpuset.Set
+			for _, i := range dp.TxQueuesOf(th) {
+				set = set.Union(xpsSet(nd.TxQueues[i].Index, t, r.cpus))
+			}
+			if !set.IsEmpty() && !set.Equal(r.allList) {
+				r.b.napi(th, set)
 			}
 		}
 	}

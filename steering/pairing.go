@@ -1,0 +1,201 @@
+package steering
+
+import (
+	"sort"
+	"strconv"
+
+	"github.com/packet-steering/packet-steering/platform"
+)
+
+// The one pairing of queues with the NAPI threads and IRQs that serve them.
+// The plan (rss-per-cpu), the applier (which device a thread or IRQ belongs
+// to), `queues`, get_queues and so the LuCI page all take it from here.
+// The stock modes keep the stock script's own thread matching (legacy.go):
+// that is part of the behaviour they reproduce.
+//
+// A netdev's threads are the snapshot's threads tied to it
+// (NAPIThread.Device); platform tells rx threads from tx-completion ones
+// (NAPIThread.Direction, platform/napi.go classifyThreads).
+//
+//   - rx queue i is served by the i-th rx thread in NAPI id order: a
+//     multi-queue driver adds its NAPI instances queue by queue, and ids are
+//     handed out in increasing order, while PIDs need not follow the queue
+//     order (threads created by writing `threaded` come last-added first);
+//   - tx queue i is served by the i-th tx thread. Tx threads with NAPI ids
+//     (mtk_soc_eth, igc tx vectors) are taken in id order. Tx threads without
+//     one are all named napi/<dev>-0 (virtio_net, ipqess): the kernel
+//     creates each right next to its queue's rx thread, in the order the
+//     rx threads were created, so they are taken in PID order, ascending
+//     when the rx threads' PIDs ascend with their queue and descending
+//     when they descend. One tx thread for several tx queues (mtk_soc_eth's
+//     single tx NAPI) serves every tx queue of the device;
+//   - rx queue i's IRQ is the IRQ tied to that rx queue (DirRX or DirRxTx),
+//     else the whole-device IRQ when the device has a single rx queue; tx
+//     queue i's IRQ is the one tied to tx queue i (DirTX or DirRxTx).
+
+// QueuePair is one queue with the NAPI thread and the IRQ serving it; either
+// may be nil.
+type QueuePair struct {
+	Thread *platform.NAPIThread
+	IRQ    *platform.IRQ
+}
+
+// DevicePairing is one netdev's queues with their threads and IRQs.
+type DevicePairing struct {
+	// Rx and Tx are indexed like the device's RxQueues and TxQueues.
+	Rx, Tx []QueuePair
+	// RxThreads are the device's rx threads in NAPI id order (queue order),
+	// including any beyond the number of rx queues.
+	RxThreads []*platform.NAPIThread
+	// TxThreads are the device's tx threads in tx queue order.
+	TxThreads []*platform.NAPIThread
+}
+
+// Pairing is the pairing of every netdev of a snapshot.
+type Pairing struct {
+	devs      map[string]*DevicePairing
+	threadDev map[int]string // PID -> netdev
+	irqDev    map[int]string // IRQ number -> netdev
+}
+
+// PairQueues pairs every netdev's queues with its threads and IRQs. It reads
+// only the snapshot; the pointers point into it.
+func PairQueues(s *platform.Snapshot) *Pairing {
+	p := &Pairing{devs: make(map[string]*DevicePairing, len(s.Devices)),
+		threadDev: make(map[int]string, len(s.NAPIThreads)), irqDev: map[int]string{}}
+	rxThreads := map[string][]*platform.NAPIThread{}
+	txThreads := map[string][]*platform.NAPIThread{}
+	for i := range s.NAPIThreads {
+		t := &s.NAPIThreads[i]
+		if t.Device == "" {
+			continue
+		}
+		p.threadDev[t.PID] = t.Device
+		if t.IsTX() {
+			txThreads[t.Device] = append(txThreads[t.Device], t)
+		} else {
+			rxThreads[t.Device] = append(rxThreads[t.Device], t)
+		}
+	}
+	irqs := map[string][]*platform.IRQ{}
+	for i := range s.IRQs {
+		q := &s.IRQs[i]
+		if q.Device == "" {
+			continue
+		}
+		p.irqDev[q.Number] = q.Device
+		irqs[q.Device] = append(irqs[q.Device], q)
+	}
+	for i := range s.Devices {
+		d := &s.Devices[i]
+		p.devs[d.Name] = pairDevice(d, rxThreads[d.Name], txThreads[d.Name], irqs[d.Name])
+	}
+	return p
+}
+
+// pairDevice pairs one netdev (see the rules above).
+func pairDevice(d *platform.Device, rx, tx []*platform.NAPIThread, irqs []*platform.IRQ) *DevicePairing {
+	dp := &DevicePairing{Rx: make([]QueuePair, len(d.RxQueues)), Tx: make([]QueuePair, len(d.TxQueues))}
+	sort.SliceStable(rx, func(i, j int) bool {
+		if rx[i].NAPIID != rx[j].NAPIID {
+			return rx[i].NAPIID < rx[j].NAPIID
+		}
+		return rx[i].PID < rx[j].PID
+	})
+	dp.RxThreads = rx
+	descending := len(rx) > 1 && rx[0].PID > rx[len(rx)-1].PID
+	sort.SliceStable(tx, func(i, j int) bool {
+		a, b := tx[i], tx[j]
+		if a.NAPIID > 0 && b.NAPIID > 0 && a.NAPIID != b.NAPIID {
+			return a.NAPIID < b.NAPIID
+		}
+		if descending && a.NAPIID <= 0 && b.NAPIID <= 0 {
+			return a.PID > b.PID
+		}
+		return a.PID < b.PID
+	})
+	dp.TxThreads = tx
+	for i := range dp.Rx {
+		if i < len(rx) {
+			dp.Rx[i].Thread = rx[i]
+		}
+	}
+	for i := range dp.Tx {
+		switch {
+		case len(tx) == 1:
+			dp.Tx[i].Thread = tx[0]
+		case i < len(tx):
+			dp.Tx[i].Thread = tx[i]
+		}
+	}
+	var whole *platform.IRQ
+	for _, q := range irqs {
+		if r := q.RxQueue(); r >= 0 && r < len(dp.Rx) && dp.Rx[r].IRQ == nil {
+			dp.Rx[r].IRQ = q
+		}
+		if t := q.TxQueue(); t >= 0 && t < len(dp.Tx) && dp.Tx[t].IRQ == nil {
+			dp.Tx[t].IRQ = q
+		}
+		if q.Queue < 0 && whole == nil {
+			whole = q
+		}
+	}
+	if whole != nil && len(dp.Rx) == 1 && dp.Rx[0].IRQ == nil {
+		dp.Rx[0].IRQ = whole
+	}
+	return dp
+}
+
+// Device returns a netdev's pairing; an unknown name gives an empty one.
+func (p *Pairing) Device(name string) *DevicePairing {
+	if dp, ok := p.devs[name]; ok {
+		return dp
+	}
+	return &DevicePairing{}
+}
+
+// TxQueuesOf lists the positions of the tx queues a thread serves.
+func (dp *DevicePairing) TxQueuesOf(t *platform.NAPIThread) []int {
+	var out []int
+	for i, q := range dp.Tx {
+		if q.Thread == t {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// ActionDevice is the netdev an action belongs to: its Device, or for a
+// NAPI thread or an IRQ the netdev it serves ("" when none).
+func (p *Pairing) ActionDevice(a Action) string {
+	if a.Device != "" {
+		return a.Device
+	}
+	switch a.Kind {
+	case KindNAPIAffinity:
+		return p.threadDev[a.PID]
+	case KindIRQAffinity:
+		return p.irqDev[a.IRQ]
+	}
+	return ""
+}
+
+// unit is the rollback unit of an action: its netdev, else the action's own
+// target; sysctls sort last.
+func (p *Pairing) unit(a Action) string {
+	switch a.Kind {
+	case KindSysctl:
+		return "\xffsysctl " + a.Key
+	case KindNAPIAffinity:
+		if u := p.ActionDevice(a); u != "" {
+			return u
+		}
+		return "thread " + strconv.Itoa(a.PID)
+	case KindIRQAffinity:
+		if u := p.ActionDevice(a); u != "" {
+			return u
+		}
+		return "irq " + strconv.Itoa(a.IRQ)
+	}
+	return a.Device
+}
