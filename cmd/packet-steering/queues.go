@@ -13,8 +13,9 @@ import (
 )
 
 // runQueues is `packet-steering queues [--root DIR] [--json]`: each device
-// with its rx queues (RPS mask, flow count, the NAPI thread and IRQ serving
-// the queue and their CPUs) and tx queues (XPS mask). Wanted values from the
+// with its rx queues (RPS mask, flow count, the rx NAPI thread and IRQ
+// serving the queue and their CPUs) and tx queues (XPS mask, the tx NAPI
+// thread and IRQ completing the queue's transmits). Wanted values from the
 // plan are shown next to live ones when the engine can plan; otherwise the
 // live values alone. It only reads.
 func runQueues(ctx context.Context, env *cliEnv, args []string) error {
@@ -77,9 +78,11 @@ func machineLine(s *platform.Snapshot) string {
 
 // printQueues writes the table for people: a line naming the machine, then
 // per device a header line and one row per rx queue (RPS mask and its CPUs,
-// flow count, NAPI thread and CPUs, IRQ and CPUs), then the tx queues with
-// their XPS mask (runs of equal tx queues on one row). A wanted value that
-// differs from the live one shows as "live -> wanted".
+// flow count, its rx NAPI thread and CPUs, IRQ and CPUs), then the tx
+// queues with their XPS mask and, where the driver has them, the tx NAPI
+// thread completing their transmits and their IRQ (runs of equal tx queues
+// on one row). A wanted value that differs from the live one shows as
+// "live -> wanted".
 func printQueues(w io.Writer, machine string, devs []steering.DeviceQueues) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if machine != "" {
@@ -98,32 +101,59 @@ func printQueues(w io.Writer, machine string, devs []steering.DeviceQueues) erro
 		}
 		fmt.Fprintf(tw, "  QUEUE\tSTEERING\tFLOWS\tNAPI THREAD\tNAPI CPUS\tIRQ\tIRQ CPUS\n")
 		for _, q := range d.Rx {
-			napi, napiCPUs, irq, irqCPUs := "-", "-", "-", "-"
-			if q.NAPI != nil {
-				napi = fmt.Sprintf("%s [%d]", q.NAPI.Thread, q.NAPI.PID)
-				napiCPUs = wantList(q.NAPI.CPUs, q.NAPI.WantCPUs)
-			}
-			if q.IRQ != nil {
-				irq = fmt.Sprintf("%d %s", q.IRQ.IRQ, q.IRQ.Name)
-				irqCPUs = wantList(q.IRQ.CPUs, q.IRQ.WantCPUs)
-			}
+			napi, napiCPUs, irq, irqCPUs := servedBy(q.NAPI, q.IRQ)
 			fmt.Fprintf(tw, "  %s\trps %s\t%d\t%s\t%s\t%s\t%s\n", q.Queue, wantMask(q.RPSCPUs, q.WantRPSCPUs),
 				q.RPSFlowCnt, napi, napiCPUs, irq, irqCPUs)
 		}
 		for i := 0; i < len(d.Tx); {
 			j := i
-			for j+1 < len(d.Tx) && d.Tx[j+1].XPSCPUs == d.Tx[i].XPSCPUs && d.Tx[j+1].WantXPSCPUs == d.Tx[i].WantXPSCPUs {
+			for j+1 < len(d.Tx) && sameTxRow(d.Tx[j+1], d.Tx[i]) {
 				j++
 			}
-			name := d.Tx[i].Queue
+			q := d.Tx[i]
+			name := q.Queue
 			if j > i {
 				name += ".." + strings.TrimPrefix(d.Tx[j].Queue, "tx-")
 			}
-			fmt.Fprintf(tw, "  %s\txps %s\n", name, wantMask(d.Tx[i].XPSCPUs, d.Tx[i].WantXPSCPUs))
+			if q.NAPI == nil && q.IRQ == nil {
+				fmt.Fprintf(tw, "  %s\txps %s\n", name, wantMask(q.XPSCPUs, q.WantXPSCPUs))
+			} else {
+				napi, napiCPUs, irq, irqCPUs := servedBy(q.NAPI, q.IRQ)
+				fmt.Fprintf(tw, "  %s\txps %s\t-\t%s\t%s\t%s\t%s\n", name, wantMask(q.XPSCPUs, q.WantXPSCPUs),
+					napi, napiCPUs, irq, irqCPUs)
+			}
 			i = j + 1
 		}
 	}
 	return tw.Flush()
+}
+
+// servedBy shows the thread and IRQ serving a queue, each with its live
+// CPUs and the wanted ones where they differ; "-" where there is none.
+func servedBy(n *steering.NAPIView, q *steering.IRQView) (napi, napiCPUs, irq, irqCPUs string) {
+	napi, napiCPUs, irq, irqCPUs = "-", "-", "-", "-"
+	if n != nil {
+		napi = fmt.Sprintf("%s [%d]", n.Thread, n.PID)
+		napiCPUs = wantList(n.CPUs, n.WantCPUs)
+	}
+	if q != nil {
+		irq = fmt.Sprintf("%d %s", q.IRQ, q.Name)
+		irqCPUs = wantList(q.CPUs, q.WantCPUs)
+	}
+	return napi, napiCPUs, irq, irqCPUs
+}
+
+// sameTxRow reports tx queues that print as one row: equal masks, the same
+// thread (one tx thread for every queue, as on mtk_soc_eth) and no IRQ of
+// their own.
+func sameTxRow(a, b steering.TxQueueView) bool {
+	if a.XPSCPUs != b.XPSCPUs || a.WantXPSCPUs != b.WantXPSCPUs || a.IRQ != nil || b.IRQ != nil {
+		return false
+	}
+	if a.NAPI == nil || b.NAPI == nil {
+		return a.NAPI == nil && b.NAPI == nil
+	}
+	return *a.NAPI == *b.NAPI
 }
 
 // wantMask shows a live mask with its CPUs, and the wanted one when it

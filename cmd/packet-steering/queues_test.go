@@ -156,3 +156,31 @@ empty  virtual  0 rx, 0 tx
 		t.Errorf("printQueues:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestQueuesCommandVirtio: the 4-queue virtio-net guest. Each rx row shows
+// the queue's rx thread napi/eth0-(8193+i) and virtio0-input.i, each tx row
+// its tx thread (a napi/eth0-0) and virtio0-output.i; no rx row shows a
+// napi/eth0-0 thread.
+func TestQueuesCommandVirtio(t *testing.T) {
+	root := presetRootSnapQ(t, "virtio-4q")
+	code, out, stderr := runSnapQ("queues", "--root", root)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	t.Logf("\n%s", out)
+	for i := 0; i < 4; i++ {
+		rx := regexp.MustCompile(`(?m)^  rx-` + strconv.Itoa(i) + ` +rps 0 \(none\) +0 +napi/eth0-` + strconv.Itoa(8193+i) +
+			` \[` + strconv.Itoa(407-2*i) + `\] +0-3 -> ` + strconv.Itoa(i) + ` +` + strconv.Itoa(25+2*i) + ` virtio0-input\.` + strconv.Itoa(i) + ` +0-3 -> ` + strconv.Itoa(i) + `$`)
+		if !rx.MatchString(out) {
+			t.Errorf("no row for eth0 rx-%d", i)
+		}
+		tx := regexp.MustCompile(`(?m)^  tx-` + strconv.Itoa(i) + ` +xps \S+ \(` + strconv.Itoa(i) + `\) +- +napi/eth0-0 \[` + strconv.Itoa(406-2*i) +
+			`\] +0-3 -> ` + strconv.Itoa(i) + ` +` + strconv.Itoa(26+2*i) + ` virtio0-output\.` + strconv.Itoa(i) + ` +0-3 -> ` + strconv.Itoa(i) + `$`)
+		if !tx.MatchString(out) {
+			t.Errorf("no row for eth0 tx-%d", i)
+		}
+	}
+	if regexp.MustCompile(`(?m)^  rx-\d+ .*napi/eth0-0 `).MatchString(out) {
+		t.Errorf("an rx queue is shown with a tx thread")
+	}
+}
