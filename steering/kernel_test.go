@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/internal/netnstest"
+	"github.com/packet-steering/packet-steering/platform"
 )
 
 // kernelRootEnv passes the directory that the kernel test's child turns into
@@ -168,6 +170,35 @@ func checkKernelState(t *testing.T, e *Engine, mode Mode) {
 	for _, v := range kernelVeths {
 		if managed[v.Name] < v.Queues {
 			t.Errorf("%s: only %d knobs of %s checked; the plan must manage the configured veths", mode, managed[v.Name], v.Name)
+		}
+	}
+	// veth adds one NAPI per rx queue and none for transmit (veth.c
+	// veth_napi_add), so every thread is an rx thread: rx-i pairs with
+	// the i-th NAPI id, and there is no tx thread. In auto (rss-per-cpu:
+	// each veth has at least one rx queue per CPU here) the kernel must
+	// run rx-i's thread on CPU i mod n.
+	pair := PairQueues(snap)
+	for _, v := range kernelVeths {
+		dp := pair.Device(v.Name)
+		if len(dp.TxThreads) != 0 || len(dp.RxThreads) != v.Queues {
+			t.Errorf("%s: %d rx and %d tx threads, want %d and 0", v.Name, len(dp.RxThreads), len(dp.TxThreads), v.Queues)
+			continue
+		}
+		for i, q := range dp.Rx {
+			if q.Thread == nil || q.Thread.Direction != platform.DirRX || (i > 0 && q.Thread.NAPIID <= dp.Rx[i-1].Thread.NAPIID) {
+				t.Errorf("%s rx-%d paired with %+v", v.Name, i, q.Thread)
+				continue
+			}
+			if mode != ModeAuto || len(snap.CPUs) > v.Queues {
+				continue
+			}
+			var set unix.CPUSet
+			if err := unix.SchedGetaffinity(q.Thread.PID, &set); err != nil {
+				t.Fatalf("sched_getaffinity %d: %v", q.Thread.PID, err)
+			}
+			if got, want := cpuSetList(&set), strconv.Itoa(i%len(snap.CPUs)); got != want {
+				t.Errorf("auto: %s rx-%d's thread %s runs on %s, want %s", v.Name, i, q.Thread.Name, got, want)
+			}
 		}
 	}
 	if mode == ModeOff {
