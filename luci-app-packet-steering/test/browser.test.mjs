@@ -198,10 +198,19 @@ test('the page loads without console errors', { timeout: 60000 }, async () => {
 test('the map shows 4 CPUs and eth0\'s 4 queues, as on disk', { timeout: 30000 }, async () => {
 	const heads = await page.$$eval('[data-device="eth0"] .ps-colhead', (n) => n.map((e) => e.textContent));
 	assert.deepEqual(heads, [ 'CPU 0', 'CPU 1', 'CPU 2', 'CPU 3' ]);
-	const rows = await page.$$eval('[data-device="eth0"] .ps-rowhead b', (n) => n.map((e) => e.textContent));
+	const all = await page.$$eval('[data-device="eth0"] .ps-rowhead b', (n) => n.map((e) => e.textContent));
+	const rows = all.filter((r) => r.startsWith('rx-'));
 	assert.deepEqual(rows, rxQueues('eth0'));
 	assert.equal(rows.length, 4);
-	assert.equal(await page.$$eval('[data-device="eth0"] .ps-cell', (n) => n.length), 16);
+	assert.equal(await page.$$eval('[data-device="eth0"] .ps-cell[data-queue^="rx-"]', (n) => n.length), 16);
+	// tx-0 has an IRQ of its own (edma_txcmpl_0): a row after the rx rows,
+	// with its IRQ on the CPU XPS sends tx-0 from.
+	assert.deepEqual(all.slice(4), [ 'tx-0' ]);
+	const txIRQ = await page.$$eval('[data-device="eth0"] .ps-cell[data-queue="tx-0"]', (cells) =>
+		cells.filter((c) => c.querySelector('[data-mark="irq"]')).map((c) => +c.getAttribute('data-cpu')));
+	const txXPS = await page.$$eval('[data-device="eth0"] .ps-cell[data-queue="tx-0"]', (cells) =>
+		cells.filter((c) => c.querySelector('[data-mark="xps"]')).map((c) => +c.getAttribute('data-cpu')));
+	assert.deepEqual(txIRQ, txXPS, 'tx-0 IRQ where XPS sends tx-0 from');
 	// Each ring's NAPI thread and IRQ are marked on one CPU each.
 	for (const q of rows) {
 		const napi = await page.$$eval(`[data-device="eth0"] .ps-cell[data-queue="${q}"] [data-mark="napi"]`, (n) => n.length);
@@ -297,6 +306,36 @@ test('a knob changed behind the daemon\'s back is marked, and re-apply fixes it'
 	assert.equal(readKnob('eth0', 'tx-0', 'xps_cpus'), xps, 'apply restored the planned XPS mask');
 	assert.equal(await page.$$eval('.ps-xps-diff', (n) => n.length), 0);
 	assert.deepEqual(consoleErrors, [], 'no console errors over the whole session');
+});
+
+test('a virtio-net guest: rx rows with rx threads, tx rows with tx threads', { timeout: 60000 }, async () => {
+	const dirV = path.join(tmp, 'virtio');
+	const { proc, url: urlV } = await runDemo(dirV, '--preset', 'virtio-4q', '--pps', '0');
+	const pv = await context.newPage();
+	pv.on('console', (msg) => { if (msg.type() === 'error') consoleErrors.push(msg.text()); });
+	pv.on('pageerror', (err) => consoleErrors.push(`pageerror: ${err.message}`));
+	try {
+		await pv.goto(urlV);
+		await pv.waitForSelector('[data-device="eth0"] .ps-colhead', { timeout: 20000 });
+		const heads = await pv.$$eval('[data-device="eth0"] .ps-rowhead', (n) => n.map((e) => e.textContent));
+		assert.equal(heads.length, 8, `rows ${heads}`);
+		for (let i = 0; i < 4; i++) {
+			// rx-i: its rx thread napi/eth0-(8193+i), never a napi/eth0-0.
+			assert.match(heads[i], new RegExp(`^rx-${i}napi/eth0-${8193 + i} .*virtio0-input\\.${i}`));
+			assert.match(heads[4 + i], new RegExp(`^tx-${i}napi/eth0-0 \\[\\d+\\] .*virtio0-output\\.${i}`));
+			for (const [ q, kind ] of [ [ `rx-${i}`, 'napi' ], [ `tx-${i}`, 'napi' ], [ `tx-${i}`, 'xps' ], [ `tx-${i}`, 'irq' ] ]) {
+				const cpus = await pv.$$eval(`[data-device="eth0"] .ps-cell[data-queue="${q}"]`, (cells, k) =>
+					cells.filter((c) => c.querySelector(`[data-mark="${k}"]`)).map((c) => +c.getAttribute('data-cpu')), kind);
+				assert.deepEqual(cpus, [ i ], `${q} ${kind} on CPU ${i}`);
+			}
+		}
+		assert.equal(await pv.$$eval('.ps-cell.ps-diff', (n) => n.length), 0, 'in sync after the demo\'s apply');
+	}
+	finally {
+		await pv.close();
+		await stopDemo(proc);
+	}
+	assert.deepEqual(consoleErrors, [], 'no console errors');
 });
 
 test('a 48-CPU machine: 48 columns, masks with comma groups', { timeout: 90000 }, async () => {

@@ -153,39 +153,59 @@ function replace(node, children) {
 	});
 }
 
-/* Which marks a queue puts on a CPU, live and wanted. A knob the plan does
- * not manage (empty wanted value) is wanted as it is. */
+/* A mark: the CPUs a knob holds live and the ones the plan wants. A knob
+ * the plan does not manage (empty wanted value) is wanted as it is. */
+function mark(kind, live, want, parse) {
+	var l = parse(live);
+	return { kind: kind, live: l, want: (want != null && want !== '') ? parse(want) : l };
+}
+
+/* Which marks an rx queue puts on a CPU: its RPS targets, its rx NAPI
+ * thread, its IRQ. */
 function queueMarks(rx) {
-	var marks = [];
-	var rpsLive = cpusFromMask(rx.rps_cpus);
-	marks.push({ kind: 'rps', live: rpsLive,
-		want: (rx.want_rps_cpus != null && rx.want_rps_cpus !== '') ? cpusFromMask(rx.want_rps_cpus) : rpsLive });
-	if (rx.napi) {
-		var nLive = cpusFromList(rx.napi.cpus);
-		marks.push({ kind: 'napi', live: nLive,
-			want: (rx.napi.want_cpus != null && rx.napi.want_cpus !== '') ? cpusFromList(rx.napi.want_cpus) : nLive });
-	}
-	if (rx.irq) {
-		var iLive = cpusFromList(rx.irq.cpus);
-		marks.push({ kind: 'irq', live: iLive,
-			want: (rx.irq.want_cpus != null && rx.irq.want_cpus !== '') ? cpusFromList(rx.irq.want_cpus) : iLive });
-	}
+	var marks = [ mark('rps', rx.rps_cpus, rx.want_rps_cpus, cpusFromMask) ];
+	if (rx.napi)
+		marks.push(mark('napi', rx.napi.cpus, rx.napi.want_cpus, cpusFromList));
+	if (rx.irq)
+		marks.push(mark('irq', rx.irq.cpus, rx.irq.want_cpus, cpusFromList));
+	return marks;
+}
+
+/* The IRQ a tx queue has of its own: not one its rx queue shows already (a
+ * "TxRx" vector serves both). */
+function txOwnIRQ(dev, tx) {
+	if (!tx.irq)
+		return null;
+	var shared = (dev.rx || []).some(function(rx) { return rx.irq && rx.irq.irq == tx.irq.irq; });
+	return shared ? null : tx.irq;
+}
+
+/* A tx queue gets a row in the map when a thread or an IRQ of its own
+ * completes its transmits. */
+function hasTxRow(dev, tx) {
+	return !!(tx.napi || txOwnIRQ(dev, tx));
+}
+
+/* Which marks a tx queue puts on a CPU: the CPUs XPS sends it from, its
+ * tx-completion NAPI thread, its own IRQ. */
+function txMarks(dev, tx) {
+	var marks = [ mark('xps', tx.xps_cpus, tx.want_xps_cpus, cpusFromMask) ];
+	if (tx.napi)
+		marks.push(mark('napi', tx.napi.cpus, tx.napi.want_cpus, cpusFromList));
+	var irq = txOwnIRQ(dev, tx);
+	if (irq)
+		marks.push(mark('irq', irq.cpus, irq.want_cpus, cpusFromList));
 	return marks;
 }
 
 function deviceDiffs(dev) {
 	var n = 0;
-	(dev.rx || []).forEach(function(rx) {
-		queueMarks(rx).forEach(function(m) {
-			if (!sameSet(m.live, m.want))
-				n++;
-		});
-	});
-	(dev.tx || []).forEach(function(tx) {
-		if (tx.want_xps_cpus != null && tx.want_xps_cpus !== '' &&
-		    !sameSet(cpusFromMask(tx.xps_cpus), cpusFromMask(tx.want_xps_cpus)))
+	var count = function(m) {
+		if (!sameSet(m.live, m.want))
 			n++;
-	});
+	};
+	(dev.rx || []).forEach(function(rx) { queueMarks(rx).forEach(count); });
+	(dev.tx || []).forEach(function(tx) { txMarks(dev, tx).forEach(count); });
 	return n;
 }
 
@@ -194,16 +214,17 @@ function deviceDiffs(dev) {
 function isSteered(dev) {
 	return (dev.rx || []).some(function(rx) {
 		return rx.napi || rx.irq || cpusFromMask(rx.rps_cpus).length || cpusFromMask(rx.want_rps_cpus).length;
-	});
+	}) || (dev.tx || []).some(function(tx) { return hasTxRow(dev, tx); });
 }
 
-var MARK_LETTER = { irq: 'I', napi: 'N', rps: 'R' };
+var MARK_LETTER = { irq: 'I', napi: 'N', rps: 'R', xps: 'X' };
 
 function markTitle(kind) {
 	switch (kind) {
 	case 'irq': return _('IRQ');
 	case 'napi': return _('NAPI thread');
 	case 'rps': return _('RPS target');
+	case 'xps': return _('XPS: sends from');
 	}
 	return kind;
 }
@@ -235,9 +256,9 @@ var CSS = [
 	'.ps-cell.ps-diff { background:#fff1f1; border:2px solid #dc2626; }',
 	'.ps-cell.ps-diff::after { content:"\\2260"; position:absolute; top:-1px; right:3px; font-size:11px; color:#dc2626; font-weight:700; }',
 	'.ps-mark { display:inline-flex; width:22px; height:20px; align-items:center; justify-content:center; border-radius:4px; font-size:11px; font-weight:700; color:#fff; border:2px solid transparent; }',
-	'.ps-mark-irq { background:#d97706; } .ps-mark-napi { background:#2563eb; } .ps-mark-rps { background:#059669; }',
+	'.ps-mark-irq { background:#d97706; } .ps-mark-napi { background:#2563eb; } .ps-mark-rps { background:#059669; } .ps-mark-xps { background:#7c3aed; }',
 	'.ps-mark.ps-add { background:#fff; border-style:dashed; }',
-	'.ps-mark-irq.ps-add { color:#d97706; border-color:#d97706; } .ps-mark-napi.ps-add { color:#2563eb; border-color:#2563eb; } .ps-mark-rps.ps-add { color:#059669; border-color:#059669; }',
+	'.ps-mark-irq.ps-add { color:#d97706; border-color:#d97706; } .ps-mark-napi.ps-add { color:#2563eb; border-color:#2563eb; } .ps-mark-rps.ps-add { color:#059669; border-color:#059669; } .ps-mark-xps.ps-add { color:#7c3aed; border-color:#7c3aed; }',
 	'.ps-mark.ps-drop { opacity:.55; text-decoration:line-through; border-color:#dc2626; }',
 	'.ps-quiet { color:#66788a; font-size:12px; }',
 	'.ps-xps-diff { color:#c62828; font-size:12px; margin:6px 0 0; }',
@@ -476,12 +497,13 @@ return view.extend({
 		var children = [
 			E('h3', {}, [ _('Where receive work runs') ]),
 			E('div', { 'class': 'cbi-section-descr' }, [
-				_('One row per rx queue, one column per CPU. A solid mark is live and planned; a dashed mark is planned but not live yet; a struck-out mark is live but not planned. Cells that differ from the plan are framed in red.')
+				_('One row per rx queue (its NAPI thread, IRQ and RPS targets), then one per tx queue that has a transmit-completion NAPI thread or IRQ of its own (with the CPUs XPS sends it from); one column per CPU. A solid mark is live and planned; a dashed mark is planned but not live yet; a struck-out mark is live but not planned. Cells that differ from the plan are framed in red.')
 			]),
 			E('div', { 'class': 'ps-legend' }, [
 				E('span', {}, [ E('span', { 'class': 'ps-mark ps-mark-irq' }, [ 'I' ]), _('interrupt (IRQ affinity)') ]),
-				E('span', {}, [ E('span', { 'class': 'ps-mark ps-mark-napi' }, [ 'N' ]), _('NAPI thread') ]),
+				E('span', {}, [ E('span', { 'class': 'ps-mark ps-mark-napi' }, [ 'N' ]), _('NAPI thread (rx rows: receive; tx rows: transmit completion)') ]),
 				E('span', {}, [ E('span', { 'class': 'ps-mark ps-mark-rps' }, [ 'R' ]), _('RPS target') ]),
+				E('span', {}, [ E('span', { 'class': 'ps-mark ps-mark-xps' }, [ 'X' ]), _('XPS (tx rows)') ]),
 				E('span', {}, [ E('span', { 'class': 'ps-mark ps-mark-rps ps-add' }, [ 'R' ]), _('planned, not live') ]),
 				E('span', {}, [ E('span', { 'class': 'ps-mark ps-mark-rps ps-drop' }, [ 'R' ]), _('live, not planned') ])
 			])
@@ -498,23 +520,14 @@ return view.extend({
 					n > 16 ? String(c) : _('CPU %d').format(c)
 				]));
 
-			(dev.rx || []).forEach(function(rx) {
-				var sub = [];
-				if (rx.napi)
-					sub.push(rx.napi.thread || _('pid %d').format(rx.napi.pid));
-				if (rx.irq)
-					sub.push(_('IRQ %d %s').format(rx.irq.irq, rx.irq.name || ''));
-				if (rx.rps_flow_cnt)
-					sub.push(_('%d flows').format(rx.rps_flow_cnt));
+			var row = function(queue, sub, marks, kinds) {
 				cells.push(E('div', { 'class': 'ps-rowhead' }, [
-					E('b', {}, [ rx.queue ]),
+					E('b', {}, [ queue ]),
 					E('small', {}, [ sub.join(' \u00b7 ') || _('no NAPI thread or IRQ of its own') ])
 				]));
-
-				var marks = queueMarks(rx);
 				for (var c = 0; c < n; c++) {
 					var chips = [], diff = false, tips = [];
-					[ 'irq', 'napi', 'rps' ].forEach(function(kind) {
+					kinds.forEach(function(kind) {
 						var m = marks.filter(function(x) { return x.kind == kind; })[0];
 						if (!m)
 							return;
@@ -535,17 +548,40 @@ return view.extend({
 					cells.push(E('div', {
 						'class': 'ps-cell' + (diff ? ' ps-diff' : ''),
 						'data-cpu': String(c),
-						'data-queue': rx.queue,
-						'title': _('%s %s, CPU %d').format(dev.name, rx.queue, c) + '\n' + (tips.join('\n') || _('nothing runs here for this queue'))
+						'data-queue': queue,
+						'title': _('%s %s, CPU %d').format(dev.name, queue, c) + '\n' + (tips.join('\n') || _('nothing runs here for this queue'))
 					}, chips));
 				}
+			};
+
+			(dev.rx || []).forEach(function(rx) {
+				var sub = [];
+				if (rx.napi)
+					sub.push(rx.napi.thread || _('pid %d').format(rx.napi.pid));
+				if (rx.irq)
+					sub.push(_('IRQ %d %s').format(rx.irq.irq, rx.irq.name || ''));
+				if (rx.rps_flow_cnt)
+					sub.push(_('%d flows').format(rx.rps_flow_cnt));
+				row(rx.queue, sub, queueMarks(rx), [ 'irq', 'napi', 'rps' ]);
+			});
+
+			(dev.tx || []).forEach(function(tx) {
+				if (!hasTxRow(dev, tx))
+					return;
+				var sub = [];
+				if (tx.napi)
+					sub.push(_('%s [%d]').format(tx.napi.thread || '', tx.napi.pid));
+				var irq = txOwnIRQ(dev, tx);
+				if (irq)
+					sub.push(_('IRQ %d %s').format(irq.irq, irq.name || ''));
+				row(tx.queue, sub, txMarks(dev, tx), [ 'irq', 'napi', 'xps' ]);
 			});
 
 			var xpsDiff = (dev.tx || []).filter(function(tx) {
 				return tx.want_xps_cpus != null && tx.want_xps_cpus !== '' &&
 					!sameSet(cpusFromMask(tx.xps_cpus), cpusFromMask(tx.want_xps_cpus));
 			});
-			var threaded = (dev.rx || []).some(function(rx) { return rx.napi; });
+			var threaded = (dev.rx || []).some(function(rx) { return rx.napi; }) || (dev.tx || []).some(function(tx) { return tx.napi; });
 			var ndiff = deviceDiffs(dev);
 			children.push(E('div', { 'class': 'ps-dev', 'data-device': dev.name }, [
 				E('div', { 'class': 'ps-dev-head' }, [
