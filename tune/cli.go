@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -25,8 +24,8 @@ func usagef(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, a...))
 }
 
-// Options are the command line of `packet-steering tune`; each field is
-// the flag of the same name (see ParseFlags and the help text).
+// Options are one sweep: the command line of `packet-steering tune`, whose
+// flags (cmd/packet-steering) set the fields of the same names.
 type Options struct {
 	Root string
 
@@ -57,138 +56,66 @@ type Options struct {
 	List bool
 }
 
-const usageHead = `usage: packet-steering tune --target HOST [flags]
-
-Measures steering alternatives on this machine and recommends one. For each
-candidate it applies the candidate's plan, waits --settle, runs the load
---runs times towards --target (and nowhere else), and records throughput,
-UDP loss, TCP retransmits and per-CPU softnet and softirq counter deltas.
-The original value of every knob a candidate touches is captured first and
-written back at the end: after success, after an error and on Ctrl-C.
-
-Candidates (--candidates), separated by ';' or spaces:
-  off, legacy, all, auto   a mode's plan
-  DEV:MASK[/DEV:MASK...]   auto, with that RPS mask (kernel hex) on every rx
-                           queue of each DEV (custom mode), e.g. eth0:0/br-lan:2
-Without --candidates: the four modes, then per steered device (or --devices)
-the masks 0, each single CPU, and all CPUs but its IRQ's/NAPI thread's; every
-combination when it fits in --max-configs, else one device at a time.
-
-The recommendation is the best median of --metric; candidates whose min-max
-ranges overlap it are ties, not wins, and when auto (the default) is among
-them, auto is kept. --save writes a clear recommendation (not a tie) to UCI
-(packet_steering: globals.mode, and for DEV:MASK winners mode custom with
-'config device' sections holding rps_cpus) and applies it, after the restore.
-
-The built-in load is an iperf3 client on this machine: it measures the
-machine's own receive and send path. To measure forwarding, run the client
-on a LAN host through --load (e.g. ssh HOST iperf3 -c "$PS_TUNE_TARGET" -J).
-While it runs, tune holds the apply locks, so the daemon, a one-shot apply
-and the stock hotplug script wait until the original state is back.
-
-flags:
-`
-
-// Main runs `packet-steering tune` with args (after the subcommand name).
-// Errors wrapping ErrUsage are the caller's mistakes.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, err := ParseFlags(args, stderr)
-	if err != nil {
-		return err
+// DefaultOptions are the options `packet-steering tune` starts from: the
+// defaults of its flags.
+func DefaultOptions() Options {
+	return Options{
+		Root: "/", Port: 5201, Seconds: 10, Parallel: 1, Iperf3: "iperf3",
+		LoadTime: 10 * time.Second, Runs: 3, Settle: 2 * time.Second, MaxConfigs: 12,
+		Metric: string(MetricThroughput), MaxDuration: 15 * time.Minute,
 	}
-	return o.Run(ctx, stdout, stderr)
 }
 
-// ParseFlags reads and checks the command line.
-func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
-	o := &Options{}
-	fs := flag.NewFlagSet("tune", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usageHead)
-		fs.PrintDefaults()
-	}
-	fs.StringVar(&o.Root, "root", "/", "machine root directory")
-	fs.StringVar(&o.Target, "target", "", "host to send load to (required); an IP address, or a name from /etc/hosts (no DNS)")
-	fs.IntVar(&o.Port, "port", 5201, "iperf3 server port")
-	fs.BoolVar(&o.UDP, "udp", false, "UDP instead of TCP (-u)")
-	fs.BoolVar(&o.UDP, "u", false, "short for --udp")
-	fs.StringVar(&o.Bitrate, "bitrate", "", "iperf3 -b target rate, e.g. 900M (UDP default 1M)")
-	fs.StringVar(&o.Bitrate, "b", "", "short for --bitrate")
-	fs.IntVar(&o.Length, "length", 0, "iperf3 -l datagram/write size in bytes")
-	fs.IntVar(&o.Length, "l", 0, "short for --length")
-	fs.BoolVar(&o.Bidir, "bidir", false, "traffic in both directions at once")
-	fs.BoolVar(&o.Reverse, "reverse", false, "the target sends, this machine receives (iperf3 -R)")
-	fs.BoolVar(&o.Reverse, "R", false, "short for --reverse")
-	fs.IntVar(&o.Seconds, "time", 10, "seconds per run (iperf3 -t)")
-	fs.IntVar(&o.Seconds, "t", 10, "short for --time")
-	fs.IntVar(&o.Parallel, "parallel", 1, "parallel flows (iperf3 -P)")
-	fs.IntVar(&o.Parallel, "P", 1, "short for --parallel")
-	fs.IntVar(&o.CPort, "cport", 0, "pin client ports: run j uses PORT+13*j, so every candidate sees the same flows")
-	fs.StringVar(&o.Iperf3, "iperf3", "iperf3", "iperf3 binary")
-	fs.StringVar(&o.LoadCmd, "load", "", "shell command to run instead of iperf3; its JSON (\"bps\"/\"value\" or iperf3's) or last line gives the number; it gets PS_TUNE_TARGET and PS_TUNE_RUN")
-	fs.DurationVar(&o.LoadTime, "load-time", 10*time.Second, "how long one --load run takes, for the estimate")
-	fs.IntVar(&o.Runs, "runs", 3, "runs per candidate")
-	fs.DurationVar(&o.Settle, "settle", 2*time.Second, "wait after each apply")
-	fs.StringVar(&o.Candidates, "candidates", "", "candidate list (see above)")
-	fs.StringVar(&o.Devices, "devices", "", "comma-separated devices whose RPS masks are varied (default: the steered ones)")
-	fs.IntVar(&o.MaxConfigs, "max-configs", 12, "at most this many candidates")
-	fs.StringVar(&o.Metric, "metric", string(MetricThroughput), "rank by throughput, loss (UDP) or retransmits (TCP)")
-	fs.DurationVar(&o.MaxDuration, "max-duration", 15*time.Minute, "refuse to start when the estimate is longer; stop (and restore) a sweep that runs longer")
-	fs.BoolVar(&o.JSON, "json", false, "print the report as JSON")
-	fs.BoolVar(&o.Save, "save", false, "persist and apply the recommendation in UCI after the restore")
-	fs.BoolVar(&o.List, "list", false, "print the candidates and the estimate, change nothing")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
-		}
-		return nil, usagef("%v", err)
-	}
-	if fs.NArg() > 0 {
-		return nil, usagef("unexpected argument %q", fs.Arg(0))
-	}
+// Check refuses options that cannot make a sweep; its errors wrap ErrUsage.
+// Run calls it first.
+func (o *Options) Check() error {
 	switch {
 	case o.Target == "":
-		return nil, usagef("--target HOST is required: tune sends load only to a host you name")
+		return usagef("--target HOST is required: tune sends load only to a host you name")
 	case o.Runs < 1 || o.Runs > 100:
-		return nil, usagef("--runs must be 1 to 100")
+		return usagef("--runs must be 1 to 100")
 	case o.Seconds < 1 || o.Seconds > 3600:
-		return nil, usagef("--time must be 1 to 3600 seconds")
+		return usagef("--time must be 1 to 3600 seconds")
 	case o.Parallel < 1 || o.Parallel > 128:
-		return nil, usagef("--parallel must be 1 to 128")
+		return usagef("--parallel must be 1 to 128")
 	case o.Port < 1 || o.Port > 65535:
-		return nil, usagef("--port must be 1 to 65535")
+		return usagef("--port must be 1 to 65535")
 	case o.CPort < 0 || o.CPort+13*o.Runs > 65535:
-		return nil, usagef("--cport must leave room for 13 ports per run below 65536")
+		return usagef("--cport must leave room for 13 ports per run below 65536")
 	case o.Length < 0:
-		return nil, usagef("--length must not be negative")
+		return usagef("--length must not be negative")
 	case o.Settle < 0 || o.LoadTime <= 0:
-		return nil, usagef("--settle must not be negative and --load-time must be positive")
+		return usagef("--settle must not be negative and --load-time must be positive")
 	case o.MaxConfigs < 1:
-		return nil, usagef("--max-configs must be at least 1")
+		return usagef("--max-configs must be at least 1")
 	case o.MaxDuration <= 0:
-		return nil, usagef("--max-duration must be positive")
+		return usagef("--max-duration must be positive")
 	}
 	switch Metric(o.Metric) {
 	case MetricThroughput:
 	case MetricLoss:
 		if !o.UDP && o.LoadCmd == "" {
-			return nil, usagef("--metric loss needs --udp")
+			return usagef("--metric loss needs --udp")
 		}
 	case MetricRetransmits:
 		if o.UDP {
-			return nil, usagef("--metric retransmits needs TCP")
+			return usagef("--metric retransmits needs TCP")
 		}
 	default:
-		return nil, usagef("--metric %q: want throughput, loss or retransmits", o.Metric)
+		return usagef("--metric %q: want throughput, loss or retransmits", o.Metric)
 	}
 	if o.Bidir && o.Reverse {
-		return nil, usagef("--bidir and --reverse exclude each other")
+		return usagef("--bidir and --reverse exclude each other")
 	}
 	if o.Candidates != "" && o.Devices != "" {
-		return nil, usagef("--devices only applies to generated candidates, not with --candidates")
+		return usagef("--devices only applies to generated candidates, not with --candidates")
 	}
-	return o, nil
+	if o.Candidates != "" {
+		if _, err := ParseCandidates(o.Candidates); err != nil {
+			return usagef("--candidates: %v", err)
+		}
+	}
+	return nil
 }
 
 // ResolveTarget turns the target into the one IP address load is sent
@@ -253,8 +180,11 @@ func lookupHosts(path, name string) (addr netip.Addr, ok bool, err error) {
 	return netip.Addr{}, false, nil
 }
 
-// Run performs the sweep the options describe.
+// Run performs the sweep the options describe, after Check.
 func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
+	if err := o.Check(); err != nil {
+		return err
+	}
 	ip, err := ResolveTarget(o.Root, o.Target)
 	if err != nil {
 		return err

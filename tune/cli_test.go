@@ -15,30 +15,36 @@ import (
 	"github.com/packet-steering/packet-steering/platform/fixture"
 )
 
-func TestParseFlags(t *testing.T) {
+func TestOptionsCheck(t *testing.T) {
+	base := func(f func(o *Options)) Options {
+		o := DefaultOptions()
+		o.Target = "198.18.0.2"
+		f(&o)
+		return o
+	}
 	tests := []struct {
-		args    []string
+		name    string
+		o       Options
 		wantErr string
 	}{
-		{[]string{"--target", "198.18.0.2"}, ""},
-		{[]string{"--target", "198.18.0.2", "-u", "-b", "900M", "-l", "1200", "--bidir", "-t", "10", "-P", "4", "--metric", "loss"}, ""},
-		{[]string{}, "--target HOST is required"},
-		{[]string{"--target", "198.18.0.2", "--metric", "loss"}, "needs --udp"},
-		{[]string{"--target", "198.18.0.2", "-u", "--metric", "retransmits"}, "needs TCP"},
-		{[]string{"--target", "198.18.0.2", "--metric", "speed"}, "want throughput"},
-		{[]string{"--target", "198.18.0.2", "-t", "0"}, "--time"},
-		{[]string{"--target", "198.18.0.2", "-P", "0"}, "--parallel"},
-		{[]string{"--target", "198.18.0.2", "--port", "70000"}, "--port"},
-		{[]string{"--target", "198.18.0.2", "--cport", "65530"}, "--cport"},
-		{[]string{"--target", "198.18.0.2", "--max-configs", "0"}, "--max-configs"},
-		{[]string{"--target", "198.18.0.2", "--max-duration", "0s"}, "--max-duration"},
-		{[]string{"--target", "198.18.0.2", "--bidir", "-R"}, "exclude each other"},
-		{[]string{"--target", "198.18.0.2", "--candidates", "off", "--devices", "eth0"}, "--devices only"},
-		{[]string{"--target", "198.18.0.2", "--nope"}, "flag provided but not defined"},
+		{"defaults", base(func(*Options) {}), ""},
+		{"udp loss", base(func(o *Options) { o.UDP, o.Bitrate, o.Length, o.Metric = true, "900M", 1200, "loss" }), ""},
+		{"no target", DefaultOptions(), "--target HOST is required"},
+		{"loss over tcp", base(func(o *Options) { o.Metric = "loss" }), "needs --udp"},
+		{"retransmits over udp", base(func(o *Options) { o.UDP, o.Metric = true, "retransmits" }), "needs TCP"},
+		{"unknown metric", base(func(o *Options) { o.Metric = "speed" }), "want throughput"},
+		{"time 0", base(func(o *Options) { o.Seconds = 0 }), "--time"},
+		{"parallel 0", base(func(o *Options) { o.Parallel = 0 }), "--parallel"},
+		{"port", base(func(o *Options) { o.Port = 70000 }), "--port"},
+		{"cport", base(func(o *Options) { o.CPort = 65530 }), "--cport"},
+		{"max-configs", base(func(o *Options) { o.MaxConfigs = 0 }), "--max-configs"},
+		{"max-duration", base(func(o *Options) { o.MaxDuration = 0 }), "--max-duration"},
+		{"bidir and reverse", base(func(o *Options) { o.Bidir, o.Reverse = true, true }), "exclude each other"},
+		{"devices with candidates", base(func(o *Options) { o.Candidates, o.Devices = "off", "eth0" }), "--devices only"},
 	}
 	for _, tt := range tests {
-		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			_, err := ParseFlags(tt.args, io.Discard)
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.o.Check()
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -144,9 +150,11 @@ func TestMainOnFixture(t *testing.T) {
 	root := fixtureWithCounters(t, "bcm53xx")
 	before := digest(t, root)
 	var out, errb bytes.Buffer
-	err := Main(context.Background(), []string{"--root", root, "--target", "198.18.0.2",
-		"--load", `echo "{\"bps\": $((PS_TUNE_RUN + 1))000000}"`, "--load-time", "100ms",
-		"--runs", "2", "--settle", "0s", "--candidates", "off;auto;eth0:2/br-lan:1", "--json"}, &out, &errb)
+	o := DefaultOptions()
+	o.Root, o.Target = root, "198.18.0.2"
+	o.LoadCmd, o.LoadTime = `echo "{\"bps\": $((PS_TUNE_RUN + 1))000000}"`, 100*time.Millisecond
+	o.Runs, o.Settle, o.Candidates, o.JSON = 2, 0, "off;auto;eth0:2/br-lan:1", true
+	err := o.Run(context.Background(), &out, &errb)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
@@ -173,9 +181,11 @@ func TestMainStopsAtMaxDuration(t *testing.T) {
 	var out, errb bytes.Buffer
 	start := time.Now()
 	// The command claims 100ms per run but takes 30s: the limit stops it.
-	err := Main(context.Background(), []string{"--root", root, "--target", "198.18.0.2",
-		"--load", "sleep 30; echo 1", "--load-time", "100ms", "--runs", "1", "--settle", "0s",
-		"--candidates", "off;eth0:2", "--max-duration", "1s"}, &out, &errb)
+	o := DefaultOptions()
+	o.Root, o.Target = root, "198.18.0.2"
+	o.LoadCmd, o.LoadTime, o.Runs, o.Settle = "sleep 30; echo 1", 100*time.Millisecond, 1, 0
+	o.Candidates, o.MaxDuration = "off;eth0:2", time.Second
+	err := o.Run(context.Background(), &out, &errb)
 	if err == nil || !strings.Contains(err.Error(), "--max-duration 1s reached") {
 		t.Fatalf("err = %v\n%s", err, errb.String())
 	}

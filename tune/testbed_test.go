@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -127,10 +128,11 @@ func testbedRouter(t *testing.T) {
 
 	// 1. The built-in iperf3 driver, TCP both ways between the router and
 	// the server, generated candidates: the four modes and RPS variants.
-	args := []string{"--target", tbServer, "--port", tbPort, "-t", "1", "--runs", "3", "--settle", "500ms",
-		"--bidir", "--devices", strings.Join(devs, ","), "--max-configs", "10", "--max-duration", "2m"}
-	rep, table, took := runTune(t, context.Background(), args)
-	t.Logf("sweep 1 took %s\n$ packet-steering tune %s\n%s", took.Round(time.Second), strings.Join(args, " "), table)
+	o := tbOptions(t, tbPort)
+	o.Seconds, o.Runs, o.Settle, o.Bidir = 1, 3, 500*time.Millisecond, true
+	o.Devices, o.MaxConfigs, o.MaxDuration = strings.Join(devs, ","), 10, 2*time.Minute
+	rep, table, took := runTune(t, context.Background(), o)
+	t.Logf("sweep 1 took %s\n%+v\n%s", took.Round(time.Second), o, table)
 	if took > 2*time.Minute {
 		t.Errorf("sweep took %s, want under 2 minutes", took)
 	}
@@ -148,10 +150,11 @@ func testbedRouter(t *testing.T) {
 	// --load command run in the client namespace; ranked by loss.
 	load := fmt.Sprintf("ip netns exec %s iperf3 -c \"$PS_TUNE_TARGET\" -p %s -u -b 300M -l 1200 --bidir -t 1 -J", clientNS, tbPort)
 	cands := fmt.Sprintf("off;auto;%s:2/%s:1;%s:1/%s:2", devs[0], devs[1], devs[0], devs[1])
-	args = []string{"--target", tbServer, "--load", load, "--load-time", "1700ms", "--runs", "2", "--settle", "500ms",
-		"--candidates", cands, "--metric", "loss", "--max-duration", "2m"}
-	rep, table, took = runTune(t, context.Background(), args)
-	t.Logf("sweep 2 took %s\n$ packet-steering tune %s\n%s", took.Round(time.Second), strings.Join(args, " "), table)
+	o = tbOptions(t, tbPort)
+	o.LoadCmd, o.LoadTime, o.Runs, o.Settle = load, 1700*time.Millisecond, 2, 500*time.Millisecond
+	o.Candidates, o.Metric, o.MaxDuration = cands, "loss", 2*time.Minute
+	rep, table, took = runTune(t, context.Background(), o)
+	t.Logf("sweep 2 took %s\n%+v\n%s", took.Round(time.Second), o, table)
 	checkReport(t, rep, 4, true)
 	if after := steeringState(t, devs); !sameState(t, before, after) {
 		t.Errorf("steering not restored after sweep 2")
@@ -162,8 +165,10 @@ func testbedRouter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
 	defer cancel()
 	var out, errb bytes.Buffer
-	err = Main(ctx, []string{"--target", tbServer, "--port", tbPort, "-t", "1", "--runs", "3", "--settle", "200ms",
-		"--candidates", "off;" + devs[0] + ":2;auto", "--json"}, &out, &errb)
+	o = tbOptions(t, tbPort)
+	o.Seconds, o.Runs, o.Settle = 1, 3, 200*time.Millisecond
+	o.Candidates, o.JSON = "off;"+devs[0]+":2;auto", true
+	err = o.Run(ctx, &out, &errb)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("cancelled sweep: err = %v, want deadline exceeded\n%s", err, errb.String())
 	}
@@ -177,8 +182,9 @@ func testbedRouter(t *testing.T) {
 	// 4. --save: the winner is written to UCI (custom mode, device
 	// sections) and applied after the restore.
 	winner := devs[0] + ":2/" + devs[1] + ":2"
-	rep, _, _ = runTune(t, context.Background(), []string{"--target", tbServer, "--port", tbPort, "-t", "1", "--runs", "1",
-		"--settle", "0s", "--candidates", winner, "--save"})
+	o = tbOptions(t, tbPort)
+	o.Seconds, o.Runs, o.Settle, o.Candidates, o.Save = 1, 1, 0, winner, true
+	rep, _, _ = runTune(t, context.Background(), o)
 	if rep.Recommendation.Candidate != winner {
 		t.Fatalf("recommendation %+v", rep.Recommendation)
 	}
@@ -224,14 +230,29 @@ func privateEtc(t *testing.T) {
 	}
 }
 
-func runTune(t *testing.T, ctx context.Context, args []string) (*Report, string, time.Duration) {
+// tbOptions are the options every test-bed sweep starts from: load to the
+// server's iperf3 on port.
+func tbOptions(t *testing.T, port string) Options {
+	t.Helper()
+	o := DefaultOptions()
+	o.Target = tbServer
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatalf("port %q: %v", port, err)
+	}
+	o.Port = p
+	return o
+}
+
+func runTune(t *testing.T, ctx context.Context, o Options) (*Report, string, time.Duration) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	start := time.Now()
-	err := Main(ctx, append(args, "--json"), &out, &errb)
+	o.JSON = true
+	err := o.Run(ctx, &out, &errb)
 	took := time.Since(start)
 	if err != nil {
-		t.Fatalf("tune %s: %v\nstderr:\n%s", strings.Join(args, " "), err, errb.String())
+		t.Fatalf("tune %+v: %v\nstderr:\n%s", o, err, errb.String())
 	}
 	var rep Report
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {

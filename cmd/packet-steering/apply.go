@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -14,36 +13,22 @@ import (
 // runApply is `packet-steering apply`: one apply of the configured plan under
 // the same locks as the daemon (and the stock hotplug script).
 func runApply(ctx context.Context, env *cliEnv, args []string) error {
-	fs := newFlagSet(env, "apply")
-	root := fs.String("root", "/", "machine root `DIR` (a fixture root in tests)")
+	c := newSubcommand(env, "apply", "apply [--root DIR] [--reason TEXT] [--device DEV] [--dry-run] [--json]", "").withRoot().
+		withJSON("print the result as JSON")
+	fs := c.fs
 	reason := fs.String("reason", "cli", "why this apply runs (shown in status)")
 	device := fs.String("device", "", "apply only this netdev `DEV` (and its NAPI threads and IRQs)")
 	dryRun := fs.Bool("dry-run", false, "show what would change, write nothing")
-	asJSON := fs.Bool("json", false, "print the result as JSON")
-	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "usage: packet-steering apply [--root DIR] [--reason TEXT] [--device DEV] [--dry-run] [--json]")
-		fs.PrintDefaults()
-	}
-	if help, err := parseFlags(fs, args); help || err != nil {
+	if help, err := c.parse(args); help || err != nil {
 		return err
 	}
-	if err := checkRoot(*root); err != nil {
-		return err
-	}
-	eng := steering.NewEngine(*root)
+	eng := steering.NewEngine(c.rootDir())
 	res, err := eng.Apply(ctx, steering.ApplyRequest{Reason: *reason, Device: *device, DryRun: *dryRun})
 	if err != nil {
-		if errors.Is(err, steering.ErrInvalid) {
-			return usagef("%v", err)
-		}
 		return err
 	}
-	if *asJSON {
-		if err := writeJSON(env.stdout, res); err != nil {
-			return fmt.Errorf("write result: %w", err)
-		}
-	} else if err := printResult(env.stdout, res, *dryRun); err != nil {
-		return fmt.Errorf("write result: %w", err)
+	if err := c.output("result", res, func(w io.Writer) error { return printResult(w, res, *dryRun) }); err != nil {
+		return err
 	}
 	if len(res.Failed) > 0 {
 		return &exitError{code: 1, msg: fmt.Sprintf("%d action(s) failed; their devices were rolled back", len(res.Failed))}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"time"
 
@@ -27,25 +26,25 @@ const (
 // data" or "Failed to connect to ubus" with exit status 255, a usage error
 // with 254.
 func runCall(ctx context.Context, env *cliEnv, args []string) error {
-	fs := newFlagSet(env, "call")
+	c := newSubcommand(env, "call", "call [--socket PATH] [--timeout S] METHOD [JSON]",
+		"methods: status, get_queues, apply, set_mode (see `ubus -v list "+ubusobj.Path+"`)").withArgs(1, 2)
+	fs := c.fs
 	socket := fs.String("socket", "", "ubus socket (default "+ubus.DefaultSocket+", then "+ubus.LegacySocket+")")
 	fs.StringVar(socket, "s", "", "same as --socket (as `ubus -s`)")
 	timeout := fs.Int("timeout", 30, "seconds to wait for the reply")
 	fs.IntVar(timeout, "t", 30, "same as --timeout (as `ubus -t`)")
-	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "usage: packet-steering call [--socket PATH] [--timeout S] METHOD [JSON]")
-		fmt.Fprintln(env.stderr, "methods: status, get_queues, apply, set_mode (see `ubus -v list "+ubusobj.Path+"`)")
-		fs.PrintDefaults()
+	// Bad input exits as the ubus CLI's does (254), not 2: `call` stands in
+	// for `ubus call` in scripts.
+	help, err := c.parse(args)
+	if help {
+		return nil
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return &exitError{code: exitCLIUsage}
+	if err != nil {
+		return &exitError{code: exitCLIUsage, msg: err.Error()}
 	}
-	if fs.NArg() < 1 || fs.NArg() > 2 || *timeout <= 0 {
+	if *timeout <= 0 {
 		fs.Usage()
-		return &exitError{code: exitCLIUsage}
+		return &exitError{code: exitCLIUsage, msg: "--timeout must be positive"}
 	}
 	method := fs.Arg(0)
 	var data []ubus.Attr

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	rtdebug "runtime/debug"
@@ -43,18 +42,11 @@ type daemonConfig struct {
 // packet_steering, apply once (reason "start") and serve. SIGHUP re-applies;
 // SIGTERM and SIGINT (ctx) stop after the calls in progress have replied.
 func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
-	fs := newFlagSet(env, "daemon")
+	c := newSubcommand(env, "daemon", "daemon [--socket PATH] [--root DIR] [--debug]", "").withRoot()
+	fs := c.fs
 	socket := fs.String("socket", "", "ubus socket (default "+ubus.DefaultSocket+", then "+ubus.LegacySocket+")")
-	root := fs.String("root", "/", "root of the machine to steer (a fixture directory in tests)")
 	debug := fs.Bool("debug", false, "also log refused calls and connection attempts")
-	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "usage: packet-steering daemon [--socket PATH] [--root DIR] [--debug]")
-		fs.PrintDefaults()
-	}
-	if help, err := parseFlags(fs, args); help || err != nil {
-		return err
-	}
-	if err := checkRoot(*root); err != nil {
+	if help, err := c.parse(args); help || err != nil {
 		return err
 	}
 	if os.Getenv("GOGC") == "" {
@@ -68,7 +60,7 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 	defer signal.Stop(hup)
 	return serveDaemon(ctx, daemonConfig{
 		socket:      *socket,
-		engine:      steering.NewEngine(*root),
+		engine:      steering.NewEngine(c.rootDir()),
 		log:         newDaemonLogger(env.stderr, *debug),
 		hup:         hup,
 		connectWait: 2 * time.Second,

@@ -33,20 +33,15 @@ const demoSummary = "run a demo router with the LuCI page in a browser"
 // ctx is cancelled (Ctrl-C), then stops everything and, unless --dir was
 // given, removes the temporary directory.
 func runDemo(ctx context.Context, env *cliEnv, args []string) error {
-	fs := newFlagSet(env, "demo")
+	c := newSubcommand(env, "demo", "demo [--port 8080] [--dir DIR] [--preset demo] [--pps 20000]",
+		"\nRuns a simulated 4-CPU router with the packet_steering ubus object and\n"+
+			"serves its LuCI page on 127.0.0.1. Ctrl-C stops it and cleans up.\n")
+	fs := c.fs
 	port := fs.Int("port", 8080, "TCP port on 127.0.0.1 for the page (0: any free port)")
 	dir := fs.String("dir", "", "directory for the demo root and socket, kept at exit (default: a temporary directory, removed at exit)")
 	preset := fs.String("preset", "demo", "router shape to simulate: "+strings.Join(fixture.PresetNames(), ", "))
 	pps := fs.Int("pps", 20000, "simulated packets per second on each rx ring, counted in softnet_stat where the live steering sends them (0: none)")
-	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "usage: packet-steering demo [--port 8080] [--dir DIR] [--preset demo] [--pps 20000]")
-		fmt.Fprintln(env.stderr)
-		fmt.Fprintln(env.stderr, "Runs a simulated 4-CPU router with the packet_steering ubus object and")
-		fmt.Fprintln(env.stderr, "serves its LuCI page on 127.0.0.1. Ctrl-C stops it and cleans up.")
-		fmt.Fprintln(env.stderr)
-		fs.PrintDefaults()
-	}
-	if help, err := parseFlags(fs, args); help || err != nil {
+	if help, err := c.parse(args); help || err != nil {
 		return err
 	}
 	if *port < 0 || *port > 65535 {

@@ -13,6 +13,8 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"github.com/packet-steering/packet-steering/steering"
 )
 
 // command is one subcommand. run gets the arguments after the subcommand's
@@ -30,6 +32,9 @@ type cliEnv struct {
 }
 
 // usageError is bad input from the caller: exit status 2, nothing changed.
+// An error wrapping steering.ErrInvalid (an unknown mode or device, flows
+// out of range) exits 2 the same way; any other error exits 1, and so does
+// an apply in which some actions failed (exitError).
 type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
@@ -94,7 +99,7 @@ func run(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	fmt.Fprintf(env.stderr, "packet-steering %s: %v\n", args[0], err)
 	var ue *usageError
-	if errors.As(err, &ue) {
+	if errors.As(err, &ue) || errors.Is(err, steering.ErrInvalid) {
 		return 2
 	}
 	return 1

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -21,35 +19,29 @@ import (
 // It is a dry run: it only reads the machine (or a snapshot file made by
 // `packet-steering snapshot`, which gives the same plan anywhere).
 func runPlan(ctx context.Context, env *cliEnv, args []string) error {
-	fs := newFlagSet(env, "plan")
-	root := fs.String("root", "/", "machine root `DIR` (a fixture root in tests)")
+	c := newSubcommand(env, "plan", "plan [--root DIR | --snapshot FILE] [--mode M] [--flows N] [--json]",
+		"Shows what a mode would set on every knob, without changing anything.").withRoot().
+		withJSON("print the plan as JSON")
+	fs := c.fs
 	snapFile := fs.String("snapshot", "", "plan the machine described by snapshot `FILE` instead of reading one")
 	modeFlag := fs.String("mode", "", "`MODE` to plan: off, legacy, all, auto or custom (default: as configured)")
 	flowsFlag := fs.String("flows", "", "rps_flow_cnt per rx queue, `N` in 0.."+strconv.Itoa(steering.MaxFlows)+" (default: as configured)")
-	asJSON := fs.Bool("json", false, "print the plan as JSON")
-	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "usage: packet-steering plan [--root DIR | --snapshot FILE] [--mode M] [--flows N] [--json]")
-		fmt.Fprintln(env.stderr, "Shows what a mode would set on every knob, without changing anything.")
-		fs.PrintDefaults()
-	}
-	if help, err := parseFlags(fs, args); help || err != nil {
+	if help, err := c.parse(args); help || err != nil {
 		return err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["root"] && set["snapshot"] {
+	if c.given("root") && c.given("snapshot") {
 		return usagef("use --root or --snapshot, not both")
 	}
 
 	var req steering.PlanRequest
-	if set["mode"] {
+	if c.given("mode") {
 		m, err := steering.ParseMode(*modeFlag)
 		if err != nil {
 			return usagef("--mode: %v", err)
 		}
 		req.Mode = m
 	}
-	if set["flows"] {
+	if c.given("flows") {
 		n, err := steering.ParseFlows(*flowsFlag)
 		if err != nil {
 			return usagef("--flows: %v", err)
@@ -58,14 +50,14 @@ func runPlan(ctx context.Context, env *cliEnv, args []string) error {
 	}
 
 	var snap *platform.Snapshot
-	if set["snapshot"] {
+	if c.given("snapshot") {
 		s, err := readSnapshotFile(*snapFile)
 		if err != nil {
 			return err
 		}
 		snap = s
 	} else {
-		s, err := platform.Read(ctx, *root)
+		s, err := platform.Read(ctx, c.rootDir())
 		if err != nil {
 			return err
 		}
@@ -73,21 +65,9 @@ func runPlan(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	p, err := steering.NewPlan(snap, req)
 	if err != nil {
-		if errors.Is(err, steering.ErrInvalid) {
-			return usagef("%v", err)
-		}
 		return err
 	}
-	if *asJSON {
-		if err := writeJSON(env.stdout, p); err != nil {
-			return fmt.Errorf("write plan: %w", err)
-		}
-		return nil
-	}
-	if err := printPlan(env.stdout, p); err != nil {
-		return fmt.Errorf("write plan: %w", err)
-	}
-	return nil
+	return c.output("plan", p, func(w io.Writer) error { return printPlan(w, p) })
 }
 
 // readSnapshotFile loads a snapshot written by `packet-steering snapshot`.

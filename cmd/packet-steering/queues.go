@@ -19,21 +19,16 @@ import (
 // plan are shown next to live ones when the engine can plan; otherwise the
 // live values alone. It only reads.
 func runQueues(ctx context.Context, env *cliEnv, args []string) error {
-	fs := newFlagSet(env, "queues")
-	root := fs.String("root", "/", "machine root `DIR` (a fixture root in tests)")
-	asJSON := fs.Bool("json", false, "print {\"devices\": [...]} as the ubus method get_queues does")
-	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "usage: packet-steering queues [--root DIR] [--json]")
-		fs.PrintDefaults()
-	}
-	if help, err := parseFlags(fs, args); help || err != nil {
+	c := newSubcommand(env, "queues", "queues [--root DIR] [--json]", "").withRoot().
+		withJSON("print {\"devices\": [...]} as the ubus method get_queues does")
+	if help, err := c.parse(args); help || err != nil {
 		return err
 	}
-	snap, err := platform.Read(ctx, *root)
+	snap, err := platform.Read(ctx, c.rootDir())
 	if err != nil {
 		return err
 	}
-	devs, werr := steering.NewEngine(*root).Queues(ctx, "")
+	devs, werr := steering.NewEngine(c.rootDir()).Queues(ctx, "")
 	if werr != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -41,18 +36,9 @@ func runQueues(ctx context.Context, env *cliEnv, args []string) error {
 		fmt.Fprintf(env.stderr, "packet-steering queues: no wanted values (%v); showing live values\n", werr)
 		devs = steering.QueueViews(snap, nil, "")
 	}
-	if *asJSON {
-		if err := writeJSON(env.stdout, struct {
-			Devices []steering.DeviceQueues `json:"devices"`
-		}{devs}); err != nil {
-			return fmt.Errorf("write queues: %w", err)
-		}
-		return nil
-	}
-	if err := printQueues(env.stdout, machineLine(snap), devs); err != nil {
-		return fmt.Errorf("write queues: %w", err)
-	}
-	return nil
+	return c.output("queues", struct {
+		Devices []steering.DeviceQueues `json:"devices"`
+	}{devs}, func(w io.Writer) error { return printQueues(w, machineLine(snap), devs) })
 }
 
 // machineLine names the machine: "board (target), N CPUs".

@@ -79,7 +79,7 @@ func TestQueuesCommandErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
 	}
-	if code, _, stderr := runSnapQ("queues", "--root", "/nonexistent/pa"); code != 1 || stderr == "" {
+	if code, _, stderr := runSnapQ("queues", "--root", "/nonexistent/pa"); code != 2 || stderr == "" {
 		t.Errorf("missing root: exit %d %q", code, stderr)
 	}
 }

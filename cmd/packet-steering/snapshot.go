@@ -12,17 +12,12 @@ import (
 // read) as indented JSON. The file stands in for the machine later
 // (`plan --snapshot FILE`) and belongs in bug reports. It only reads.
 func runSnapshot(ctx context.Context, env *cliEnv, args []string) error {
-	fs := newFlagSet(env, "snapshot")
-	root := fs.String("root", "/", "machine root `DIR` (a fixture root in tests)")
-	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "usage: packet-steering snapshot [--root DIR]")
-		fmt.Fprintln(env.stderr, "Prints every input of the steering plan as JSON (for bug reports and `plan --snapshot`).")
-		fs.PrintDefaults()
-	}
-	if help, err := parseFlags(fs, args); help || err != nil {
+	c := newSubcommand(env, "snapshot", "snapshot [--root DIR]",
+		"Prints every input of the steering plan as JSON (for bug reports and `plan --snapshot`).").withRoot()
+	if help, err := c.parse(args); help || err != nil {
 		return err
 	}
-	snap, err := platform.Read(ctx, *root)
+	snap, err := platform.Read(ctx, c.rootDir())
 	if err != nil {
 		return err
 	}

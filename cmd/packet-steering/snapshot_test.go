@@ -70,7 +70,7 @@ func TestSnapshotCommandErrors(t *testing.T) {
 	}{
 		{[]string{"snapshot", "--bogus"}, 2, "bogus"},
 		{[]string{"snapshot", "extra"}, 2, "unexpected argument"},
-		{[]string{"snapshot", "--root", filepath.Join(t.TempDir(), "none")}, 1, "no such file"},
+		{[]string{"snapshot", "--root", filepath.Join(t.TempDir(), "none")}, 2, "not an existing directory"},
 		{[]string{"snapshot", "-h"}, 0, "usage: packet-steering snapshot"},
 	}
 	for _, c := range cases {

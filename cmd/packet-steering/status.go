@@ -15,33 +15,16 @@ import (
 // the machine matches the plan, hints, and per-CPU softnet counters. It only
 // reads.
 func runStatus(ctx context.Context, env *cliEnv, args []string) error {
-	fs := newFlagSet(env, "status")
-	root := fs.String("root", "/", "machine root `DIR` (a fixture root in tests)")
-	asJSON := fs.Bool("json", false, "print the status as JSON")
-	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "usage: packet-steering status [--root DIR] [--json]")
-		fs.PrintDefaults()
-	}
-	if help, err := parseFlags(fs, args); help || err != nil {
+	c := newSubcommand(env, "status", "status [--root DIR] [--json]", "").withRoot().
+		withJSON("print the status as JSON")
+	if help, err := c.parse(args); help || err != nil {
 		return err
 	}
-	if err := checkRoot(*root); err != nil {
-		return err
-	}
-	st, err := steering.NewEngine(*root).Status(ctx)
+	st, err := steering.NewEngine(c.rootDir()).Status(ctx)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		if err := writeJSON(env.stdout, st); err != nil {
-			return fmt.Errorf("write status: %w", err)
-		}
-		return nil
-	}
-	if err := printStatus(env.stdout, st); err != nil {
-		return fmt.Errorf("write status: %w", err)
-	}
-	return nil
+	return c.output("status", st, func(w io.Writer) error { return printStatus(w, st) })
 }
 
 // printStatus writes a Status for humans: key lines, hints, then a table of

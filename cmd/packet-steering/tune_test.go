@@ -22,7 +22,11 @@ func TestTuneRefusesWithoutTarget(t *testing.T) {
 		{"loopback target", []string{"tune", "--target", "127.0.0.1"}, "loopback"},
 		{"multicast target", []string{"tune", "--target", "239.1.1.1"}, "more than one host"},
 		{"bad runs", []string{"tune", "--target", "198.18.0.1", "--runs", "0"}, "--runs"},
-		{"bad candidates", []string{"tune", "--target", "198.18.0.1", "--root", "/nonexistent", "--candidates", "fast"}, "not a mode"},
+		{"bad candidates", []string{"tune", "--target", "198.18.0.1", "--candidates", "fast"}, "not a mode"},
+		{"bad root", []string{"tune", "--target", "198.18.0.1", "--root", "/nonexistent"}, "not an existing directory"},
+		{"unknown flag", []string{"tune", "--target", "198.18.0.1", "--nope"}, "flag provided but not defined"},
+		{"bidir and reverse", []string{"tune", "--target", "198.18.0.1", "--bidir", "-R"}, "exclude each other"},
+		{"loss over tcp", []string{"tune", "--target", "198.18.0.1", "--metric", "loss"}, "needs --udp"},
 		{"stray argument", []string{"tune", "--target", "198.18.0.1", "extra"}, "unexpected argument"},
 	}
 	for _, tt := range tests {
