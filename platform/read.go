@@ -140,6 +140,8 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 	}()
 	run(f)
 	<-done
+	var writerGaps gaps
+	s.Writers = f.readWriters(&writerGaps, s.Processes)
 	if sc != nil {
 		sc.bufs = [2]buffers{f.buffers(), second.buffers()}
 		f.pool.Put(sc)
@@ -155,7 +157,7 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 		return nil, fmt.Errorf("platform: read %s: %w", f.root, err)
 	}
 	var all []Gap
-	for _, g := range []*gaps{&cpuGaps, &devGaps, &procGaps, &irqGaps, &netGaps, &idGaps, &cfgGaps} {
+	for _, g := range []*gaps{&cpuGaps, &devGaps, &procGaps, &irqGaps, &netGaps, &idGaps, &cfgGaps, &writerGaps} {
 		all = append(all, g.list...)
 	}
 	s.Gaps = all

@@ -38,6 +38,9 @@ type Snapshot struct {
 	// Processes holds the comm names of running user processes that matter to
 	// steering (irqbalance), not every process.
 	Processes []string `json:"processes,omitempty"`
+	// Writers are the other programs found that write steering knobs
+	// (writers.go).
+	Writers []OtherWriter `json:"writers,omitempty"`
 	// Identity says which board and target this is.
 	Identity Identity `json:"identity"`
 	// Config is the user's configuration as read from UCI.

@@ -89,7 +89,10 @@ type Status struct {
 	InSync     bool         `json:"in_sync"`
 	LastApply  *ApplyRecord `json:"last_apply,omitempty"`
 	Hints      []Hint       `json:"hints"`
-	CPUs       []CPUStat    `json:"cpus"`
+	// Writers are the other programs that write these knobs: taken over,
+	// deferred to (their knobs left alone), inactive, or in conflict.
+	Writers []WriterStatus `json:"writers,omitempty"`
+	CPUs    []CPUStat      `json:"cpus"`
 	// ConfigErrors lists config files that do not parse (the last good
 	// state is kept while they are broken).
 	ConfigErrors []platform.Gap `json:"config_errors,omitempty"`

@@ -54,14 +54,9 @@ func planHints(s *platform.Snapshot, p *Plan, b *builder, serr error, offload st
 		hints = append(hints, Hint{ID: HintFlowsForwarding,
 			Text: fmt.Sprintf("steering_flows is %d, but RFS only steers packets to CPUs where a local socket reads them; routed traffic has no local socket, so flows only help services running on this router.", p.Flows)})
 	}
-	for _, proc := range s.Processes {
-		if proc == "irqbalance" {
-			text := "irqbalance is running: it moves IRQs on its own and can undo or fight this plan's placement."
-			if hasKind(p, KindIRQAffinity) {
-				text = "irqbalance is running and will move the IRQs this plan pins (irq_affinity); stop it (/etc/init.d/irqbalance disable) or use mode legacy."
-			}
-			hints = append(hints, Hint{ID: HintIRQBalance, Text: text})
-			break
+	for _, w := range p.Writers {
+		if w.Name == platform.WriterIRQBalance && w.State == WriterDeferred {
+			hints = append(hints, Hint{ID: HintIRQBalance, Text: w.Text})
 		}
 	}
 	if offload == OffloadHardware && hasNonZeroRPS(p) {
@@ -121,15 +116,6 @@ func forwards(s *platform.Snapshot) bool {
 		}
 	}
 	return eth > 1
-}
-
-func hasKind(p *Plan, kind string) bool {
-	for _, a := range p.Actions {
-		if a.Kind == kind {
-			return true
-		}
-	}
-	return false
 }
 
 func hasNonZeroRPS(p *Plan) bool {

@@ -104,6 +104,11 @@ func NewPlan(s *platform.Snapshot, req PlanRequest) (*Plan, error) {
 		}
 	}
 	addSockFlowSysctl(b, s)
+	var ev string
+	p.Writers, ev = handleWriters(b, s, mode)
+	if ev != "" {
+		p.Evidence = strings.TrimSpace(p.Evidence + " " + ev)
+	}
 	p.Actions = b.actions()
 	p.Hints = planHints(s, p, b, serr, offload)
 	return p, nil

@@ -49,6 +49,7 @@ func (e *Engine) Status(ctx context.Context) (*Status, error) {
 		Offload:      Offload(snap),
 		InSync:       inSync(p),
 		Hints:        slices.Clone(p.Hints),
+		Writers:      slices.Clone(p.Writers),
 		CPUs:         make([]CPUStat, 0, len(snap.Softnet)),
 		ConfigErrors: slices.Clone(snap.Config.Errors),
 		Platform: PlatformInfo{

@@ -36,6 +36,9 @@ type Plan struct {
 	Flows    int      `json:"flows"`
 	Actions  []Action `json:"actions"`
 	Hints    []Hint   `json:"hints"`
+	// Writers are the other programs that write these knobs, and whether
+	// the plan took them over or left their knobs to them (writers.go).
+	Writers []WriterStatus `json:"writers,omitempty"`
 }
 
 // Action is one knob's desired value. Masks (rps_cpus, xps_cpus, irq_affinity)

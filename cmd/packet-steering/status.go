@@ -74,6 +74,12 @@ func printStatus(w io.Writer, st *steering.Status) error {
 			fmt.Fprintf(w, "  - %s%s [%s]\n", dev, h.Text, h.ID)
 		}
 	}
+	if len(st.Writers) > 0 {
+		fmt.Fprintln(w, "other writers:")
+		for _, o := range st.Writers {
+			fmt.Fprintf(w, "  - %s: %s: %s\n", o.Name, o.State, o.Text)
+		}
+	}
 	if len(st.CPUs) == 0 {
 		return nil
 	}

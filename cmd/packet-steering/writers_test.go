@@ -1,0 +1,68 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/packet-steering/packet-steering/steering"
+)
+
+// TestStatusOtherWriters: on an ipq807x root whose smp_affinity script
+// packet-steering disabled, with irqbalance configured and running and
+// netifd's service taken over, status names each writer and its state.
+func TestStatusOtherWriters(t *testing.T) {
+	root := planRoot(t, "ipq807x")
+	files := map[string]string{
+		"etc/init.d/smp_affinity":      "#!/bin/sh /etc/rc.common\nSTART=93\n",
+		"etc/init.d/packet_steering":   "#!/bin/sh /etc/rc.common\nSTART=25\n",
+		"etc/init.d/irqbalance":        "#!/bin/sh /etc/rc.common\nSTART=90\n",
+		"etc/config/smp_affinity":      "config smp_affinity 'general'\n\toption enable '1'\n",
+		"etc/config/irqbalance":        "config irqbalance 'irqbalance'\n\toption enabled '1'\n\tlist banirq '60'\n",
+		"etc/packet-steering/takeover": "packet_steering enabled\nsmp_affinity enabled\n",
+	}
+	for rel, content := range files {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(root, "etc/rc.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../init.d/irqbalance", filepath.Join(root, "etc/rc.d/S90irqbalance")); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, "status", "--root", root, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var st steering.Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("--json: %v\n%s", err, out)
+	}
+	want := map[string]string{
+		"packet_steering": steering.WriterTakenOver,
+		"smp_affinity":    steering.WriterTakenOver,
+		"irqbalance":      steering.WriterDeferred,
+	}
+	got := map[string]string{}
+	for _, w := range st.Writers {
+		got[w.Name] = w.State
+	}
+	for name, state := range want {
+		if got[name] != state {
+			t.Errorf("writer %s: %q, want %q (all: %+v)", name, got[name], state, st.Writers)
+		}
+	}
+	code, out, _ = runCLI(t, "status", "--root", root)
+	if code != 0 || !strings.Contains(out, "other writers:") || !strings.Contains(out, "smp_affinity: taken-over") ||
+		!strings.Contains(out, "irqbalance: deferred") {
+		t.Errorf("status output:\n%s", out)
+	}
+}
