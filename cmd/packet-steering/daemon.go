@@ -37,6 +37,12 @@ type daemonConfig struct {
 	trim     func()
 }
 
+// daemonDrainWait bounds how long a stop waits for the calls in progress:
+// well inside the 5 s procd waits after SIGTERM before it kills the
+// instance (term_timeout, set to 5 in /etc/init.d/packet-steering), so
+// that the daemon always exits on its own. An apply takes milliseconds.
+const daemonDrainWait = 3 * time.Second
+
 // runDaemon is `packet-steering daemon [--socket PATH] [--root DIR]`:
 // connect to ubus (reconnecting whenever the broker goes away), register
 // packet_steering, apply once (reason "start") and serve. SIGHUP re-applies;
@@ -64,7 +70,7 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 		log:         newDaemonLogger(env.stderr, *debug),
 		hup:         hup,
 		connectWait: 2 * time.Second,
-		drainWait:   30 * time.Second,
+		drainWait:   daemonDrainWait,
 		trimIdle:    2 * time.Second,
 		trim:        rtdebug.FreeOSMemory,
 	})

@@ -47,6 +47,7 @@ func commands() map[string]command {
 		"queues":   {"show each device's queues, RPS/XPS masks, NAPI and IRQ CPUs", runQueues},
 		"plan":     {"show the plan for a mode without applying it", runPlan},
 		"apply":    {"apply the configured plan once", runApply},
+		"release":  {releaseSummary, runRelease},
 		"status":   {"show mode, policy, sync state, hints and softnet counters", runStatus},
 		"daemon":   {"serve the ubus object packet_steering", runDaemon},
 		"call":     {"call a packet_steering method like `ubus call`", runCall},

@@ -158,10 +158,18 @@ enable) ln -sf ../init.d/packet_steering "$link" ;;
 disable) rm -f "$link" ;;
 esac'
 
+# Stand-ins for /etc/init.d/smp_affinity (S93) and, in the package-script
+# cases, for packet-steering's own init script (S25): same shape.
+smp_stub="$(printf '%s\n' "$stock_stub" | sed 's/stock /smp /; s/S25packet_steering/S93smp_affinity/; s#init.d/packet_steering#init.d/smp_affinity#')"
+own_stub="$(printf '%s\n' "$stock_stub" | sed 's/stock /own /; s/S25packet_steering/S25packet-steering/; s#init.d/packet_steering#init.d/packet-steering#')"
+
 nsb=0
 # new_sandbox: a fresh root with our service enabled and the stock one
 # enabled (arguments: "stock-off" leaves it disabled, "no-stock" absent,
-# "ours-off" leaves our service disabled).
+# "ours-off" leaves our service disabled, "smp" adds an enabled
+# smp_affinity script, "smp-off" a disabled one, "own-stub" replaces our
+# init script by a recording stand-in, "target=T" writes
+# /etc/openwrt_release for target T).
 new_sandbox() {
 	nsb=$((nsb + 1))
 	sb="$tmp/sb.$nsb"
@@ -179,6 +187,18 @@ new_sandbox() {
 		esac ;;
 	esac
 	cp files/etc/init.d/packet-steering "$root/etc/init.d/"
+	case " $* " in *" own-stub "*)
+		printf '%s\n' "$own_stub" >"$root/etc/init.d/packet-steering"
+		chmod +x "$root/etc/init.d/packet-steering" ;;
+	esac
+	case " $* " in *" smp "* | *" smp-off "*)
+		printf '%s\n' "$smp_stub" >"$root/etc/init.d/smp_affinity"
+		chmod +x "$root/etc/init.d/smp_affinity"
+		case " $* " in *" smp "*) ln -s ../init.d/smp_affinity "$root/etc/rc.d/S93smp_affinity" ;; esac ;;
+	esac
+	for a in "$@"; do
+		case "$a" in target=*) printf "DISTRIB_ID='OpenWrt'\nDISTRIB_TARGET='%s'\n" "${a#target=}" >"$root/etc/openwrt_release" ;; esac
+	done
 	case " $* " in *" ours-off "*) ;; *)
 		ln -s ../init.d/packet-steering "$root/etc/rc.d/S25packet-steering" ;;
 	esac
@@ -209,6 +229,14 @@ $(cat "$sb/calls")"; else ok "$1"; fi
 expect_db() {
 	if grep -qxF -- "$2" "$sb/uci.db"; then ok "$1"; else nok "$1" "uci state lacks '$2'; it is:
 $(cat "$sb/uci.db")"; fi
+}
+# expect_record NAME LINE: the takeover note holds LINE; expect_no_record
+# NAME SERVICE: it has no line for SERVICE.
+expect_record() {
+	if grep -qxF -- "$2" "$root/etc/packet-steering/takeover" 2>/dev/null; then ok "$1"; else nok "$1" "takeover note lacks '$2': $(cat "$root/etc/packet-steering/takeover" 2>&1)"; fi
+}
+expect_no_record() {
+	if grep -q -- "^$2 " "$root/etc/packet-steering/takeover" 2>/dev/null; then nok "$1" "$(cat "$root/etc/packet-steering/takeover")"; else ok "$1"; fi
 }
 # wait_for PATTERN [SECONDS]: until a call matches (background work).
 wait_for() {
@@ -304,6 +332,8 @@ for shell in $shells; do
 	expect "$t init start: procd command" '^procd_set_param command /usr/sbin/packet-steering daemon$'
 	expect "$t init start: respawn" '^procd_set_param respawn$'
 	expect "$t init start: stderr to log" '^procd_set_param stderr 1$'
+	expect "$t init start: a new binary restarts the instance" '^procd_set_param file /usr/sbin/packet-steering$'
+	expect "$t init start: term_timeout 5 (the daemon drains for at most 3 s)" '^procd_set_param term_timeout 5$'
 	expect "$t init start: reload network on network changes" \
 		'^procd_add_config_trigger config\.change network /etc/init\.d/packet-steering reload network$'
 	expect "$t init start: reload on firewall, packet_steering changes" \
@@ -419,9 +449,145 @@ for shell in $shells; do
 	# --- hand back (package prerm) ---------------------------------------
 	new_sandbox stock-off
 	run "$SH" -c '. "$IPKG_INSTROOT/usr/share/packet-steering/stock.sh" && ps_handback'
-	expect "$t handback: stock service enabled" '^stock enable$'
-	expect "$t handback: stock service started" '^stock start$'
+	expect "$t handback without a record: stock service enabled" '^stock enable$'
+	expect "$t handback without a record: stock service started" '^stock start$'
 	if [ -e "$root/etc/rc.d/S25packet_steering" ]; then ok "$t handback: stock S25 link back"; else nok "$t handback: stock S25 link back"; fi
+	expect "$t handback: knobs only packet-steering manages reset first" '^packet-steering release$'
+	r=$(grep -n '^packet-steering release$' "$sb/calls" | cut -d: -f1)
+	s_=$(grep -n '^stock start$' "$sb/calls" | cut -d: -f1)
+	if [ -n "$r" ] && [ -n "$s_" ] && [ "$r" -lt "$s_" ]; then ok "$t handback: release before the stock start"; else nok "$t handback: release before the stock start" "$(cat "$sb/calls")"; fi
+
+	# --- other writers, takeover record, exact hand-back -----------------
+	for case_ in "qualcommax/ipq807x take" "qualcommax/ipq60xx leave" "rockchip/armv8 leave"; do
+		tgt=${case_% *}
+		new_sandbox smp target="$tgt"
+		run "$SH" "$tmp/rc.common" "$init" start
+		if [ "${case_#* }" = take ]; then
+			expect "$t init start on $tgt: smp_affinity disabled" '^smp disable$'
+			expect "$t init start on $tgt: takeover logged" '^logger .*smp_affinity'
+			expect_record "$t init start on $tgt: smp_affinity's state noted" "smp_affinity enabled"
+		else
+			expect_not "$t init start on $tgt: smp_affinity left alone" '^smp (disable|stop)'
+			expect_no_record "$t init start on $tgt: no smp_affinity note" "smp_affinity"
+		fi
+		expect_record "$t init start on $tgt: stock state noted" "packet_steering enabled"
+	done
+
+	# The note keeps the state from before the first takeover.
+	new_sandbox stock-off smp target=qualcommax/ipq807x
+	run "$SH" "$tmp/rc.common" "$init" start
+	ln -sf ../init.d/packet_steering "$root/etc/rc.d/S25packet_steering" # an upgrade of netifd
+	run "$SH" "$tmp/rc.common" "$init" reload
+	expect_record "$t takeover twice: first state kept" "packet_steering disabled"
+	if [ "$(grep -c '^packet_steering ' "$root/etc/packet-steering/takeover")" = 1 ]; then ok "$t takeover twice: one note"; else nok "$t takeover twice: one note" "$(cat "$root/etc/packet-steering/takeover")"; fi
+
+	# Hand-back restores exactly the noted states.
+	handback_case() { # NAME STOCK_NOTE SMP_NOTE
+		new_sandbox stock-off smp-off target=qualcommax/ipq807x
+		mkdir -p "$root/etc/packet-steering"
+		printf 'packet_steering %s\nsmp_affinity %s\n' "$2" "$3" >"$root/etc/packet-steering/takeover"
+		run "$SH" -c '. "$IPKG_INSTROOT/usr/share/packet-steering/stock.sh" && ps_handback'
+		if [ "$2" = enabled ]; then
+			expect "$t handback $1: stock enabled" '^stock enable$'
+			expect "$t handback $1: stock started" '^stock start$'
+		else
+			expect_not "$t handback $1: stock left disabled and stopped" '^stock (enable|start)$'
+		fi
+		if [ "$3" = enabled ]; then
+			expect "$t handback $1: smp_affinity enabled" '^smp enable$'
+			expect "$t handback $1: smp_affinity placement run now" '^smp boot$'
+		else
+			expect_not "$t handback $1: smp_affinity left disabled" '^smp (enable|boot)$'
+		fi
+		if [ -e "$root/etc/packet-steering/takeover" ]; then nok "$t handback $1: note removed"; else ok "$t handback $1: note removed"; fi
+	}
+	handback_case "both were enabled" enabled enabled
+	handback_case "stock was disabled" disabled enabled
+	handback_case "smp_affinity was disabled" enabled disabled
+
+	# --- package scripts: install, upgrade (opkg, apk), removal ----------
+	# The postinst and prerm as the Makefile ships them, run as each
+	# package manager runs them (include/package-pack.mk): opkg's control
+	# scripts call default_postinst/default_prerm, then the package's
+	# script (prerm: the package's first); apk's post-upgrade exports
+	# PKG_UPGRADE=1 and runs default_postinst then the package's postinst,
+	# its pre-deinstall default_prerm then the package's prerm.
+	# On a router IPKG_INSTROOT is empty; the sandbox needs it for its
+	# root, so the image-build guard line is dropped and the absolute
+	# source of stock.sh is pointed into the sandbox (both checked to be
+	# there); the rest runs as shipped.
+	mkscript() { # NAME -> $tmp/pkg.NAME
+		sed -n "/^define Package\/packet-steering\/$1\$/,/^endef\$/p" openwrt/packet-steering/Makefile |
+			sed '1d;$d' | sed 's/\$\$/$/g' >"$tmp/pkg.$1.shipped"
+		guard='[ -n "${IPKG_INSTROOT}" ] && exit 0'
+		if grep -qxF "$guard" "$tmp/pkg.$1.shipped" && grep -q '^\. /usr/share/packet-steering/stock\.sh ' "$tmp/pkg.$1.shipped"; then
+			ok "$t package $1: image-build guard and stock.sh source"
+		else
+			nok "$t package $1: image-build guard and stock.sh source" "$(cat "$tmp/pkg.$1.shipped")"
+		fi
+		grep -vxF "$guard" "$tmp/pkg.$1.shipped" |
+			sed 's#^\. /usr/share/packet-steering/stock\.sh #. "$IPKG_INSTROOT/usr/share/packet-steering/stock.sh" #' >"$tmp/pkg.$1"
+	}
+	mkscript postinst
+	mkscript prerm
+	for f in postinst prerm; do
+		if [ -s "$tmp/pkg.$f" ] && out="$(shellcheck -s sh -e SC1091 "$tmp/pkg.$f.shipped" 2>&1)"; then ok "$t package $f extracted, shellcheck clean"; else nok "$t package $f extracted, shellcheck clean" "$out"; fi
+	done
+	# default_postinst / default_prerm stand-ins (lib/functions.sh): on
+	# install enable+start, on upgrade start only; prerm: disable (not on
+	# upgrade) and stop.
+	cat >"$tmp/defaults.sh" <<'EOS'
+own="${IPKG_INSTROOT}/etc/init.d/packet-steering"
+default_postinst() { [ "${PKG_UPGRADE:-}" = 1 ] || "$own" enable; "$own" start; }
+default_prerm() { [ "${PKG_UPGRADE:-}" = 1 ] || "$own" disable; "$own" stop; }
+EOS
+	pkg_run() { # MANAGER ACTION
+		case "$1/$2" in
+		opkg/install) script='. "$D"; default_postinst; . "$P"' post=1 ;;
+		opkg/upgrade) script='export PKG_UPGRADE=1; . "$D"; default_postinst; . "$P"' post=1 ;;
+		opkg/remove) script='. "$P"; . "$D"; default_prerm' post=0 ;;
+		apk/install) script='. "$D"; default_postinst; . "$P"' post=1 ;;
+		apk/upgrade) script='export PKG_UPGRADE=1; . "$D"; default_postinst; . "$P"' post=1 ;;
+		apk/remove) script='. "$D"; default_prerm; . "$P"' post=0 ;;
+		esac
+		if [ "$post" = 1 ]; then P="$tmp/pkg.postinst"; else P="$tmp/pkg.prerm"; fi
+		# The package scripts end in exit 0: run them in a subshell.
+		D="$tmp/defaults.sh" P="$P" run "$SH" -c "( $script )"
+	}
+	for pm in opkg apk; do
+		new_sandbox own-stub smp target=qualcommax/ipq807x
+		pkg_run "$pm" install
+		expect "$t $pm install: stock disabled" '^stock disable$'
+		expect "$t $pm install: smp_affinity disabled" '^smp disable$'
+		expect_record "$t $pm install: stock state noted" "packet_steering enabled"
+
+		: >"$sb/calls"
+		ln -sf ../init.d/packet_steering "$root/etc/rc.d/S25packet_steering" # netifd upgraded meanwhile
+		pkg_run "$pm" upgrade
+		expect "$t $pm upgrade: daemon restarted on the new binary" '^own restart$'
+		expect_not "$t $pm upgrade: nothing handed back" '^(stock (enable|start)|packet-steering release)$'
+		expect "$t $pm upgrade: takeover holds" '^stock disable$'
+		expect_record "$t $pm upgrade: first state kept" "packet_steering enabled"
+
+		: >"$sb/calls"
+		pkg_run "$pm" remove
+		expect "$t $pm remove: packet-steering stopped" '^own stop$'
+		o=$(grep -n '^own stop$' "$sb/calls" | head -n 1 | cut -d: -f1)
+		s_=$(grep -n '^stock start$' "$sb/calls" | cut -d: -f1)
+		if [ -n "$o" ] && [ -n "$s_" ] && [ "$o" -lt "$s_" ]; then ok "$t $pm remove: ours stopped before the stock start"; else nok "$t $pm remove: ours stopped before the stock start" "$(cat "$sb/calls")"; fi
+		expect "$t $pm remove: knobs reset" '^packet-steering release$'
+		expect "$t $pm remove: stock enabled and started" '^stock start$'
+		expect "$t $pm remove: smp_affinity back" '^smp enable$'
+		if [ -e "$root/etc/rc.d/S25packet_steering" ] && [ -e "$root/etc/rc.d/S93smp_affinity" ]; then ok "$t $pm remove: both links back"; else nok "$t $pm remove: both links back"; fi
+
+		# Installed while the stock service was disabled: removal keeps it so.
+		new_sandbox own-stub stock-off
+		pkg_run "$pm" install
+		: >"$sb/calls"
+		pkg_run "$pm" remove
+		expect_not "$t $pm remove, stock disabled before install: stays disabled" '^stock (enable|start)$'
+		if [ -e "$root/etc/rc.d/S25packet_steering" ]; then nok "$t $pm remove, stock disabled before install: no S25 link"; else ok "$t $pm remove, stock disabled before install: no S25 link"; fi
+	done
 done
 
 echo "shell tests: $pass passed, $fail failed"

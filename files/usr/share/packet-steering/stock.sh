@@ -36,6 +36,12 @@
 
 PS_STOCK_INIT="${IPKG_INSTROOT}/etc/init.d/packet_steering"
 PS_STATE_DIR="${IPKG_INSTROOT}/var/run/packet-steering"
+# The state of every service packet-steering disabled, before it did:
+# "NAME enabled|disabled", one line per service, written once; hand-back
+# restores exactly that. In /etc, so that it survives reboots.
+PS_TAKEOVER="${IPKG_INSTROOT}/etc/packet-steering/takeover"
+PS_SMP_INIT="${IPKG_INSTROOT}/etc/init.d/smp_affinity"
+PS_OWN_INIT="${IPKG_INSTROOT}/etc/init.d/packet-steering"
 
 ps_log() {
 	logger -t packet-steering -p daemon.notice "$*"
@@ -47,6 +53,7 @@ ps_log() {
 # stopped. Idempotent; a router without the stock service is left alone.
 ps_takeover() {
 	[ -x "$PS_STOCK_INIT" ] || return 0
+	ps_record packet_steering
 	if "$PS_STOCK_INIT" enabled; then
 		"$PS_STOCK_INIT" disable
 		ps_log "took steering over from netifd's packet_steering service (now disabled; removing packet-steering enables it again)"
@@ -55,13 +62,111 @@ ps_takeover() {
 	return 0
 }
 
-# ps_handback: enable and start the stock service again.
+# ps_handback: give the knobs back as packet-steering found them: the
+# knobs only it manages to the kernel's defaults (`packet-steering
+# release`: XPS, IRQ and NAPI affinities, rps_sock_flow_entries), then
+# every service it disabled back to its state before the takeover; netifd's
+# service, enabled again, starts and applies the stock rule at once. A
+# service that was disabled before stays disabled (and stopped). Without a
+# record (taken over by an older version), the stock service is enabled.
 ps_handback() {
-	[ -x "$PS_STOCK_INIT" ] || return 0
-	"$PS_STOCK_INIT" enable
-	"$PS_STOCK_INIT" start >/dev/null 2>&1
-	ps_log "handed steering back to netifd's packet_steering service"
+	packet-steering release >/dev/null 2>&1 ||
+		ps_log "could not reset XPS, IRQ and NAPI affinities to the kernel defaults"
+	ps_handback_writers
+	if [ -x "$PS_STOCK_INIT" ]; then
+		if [ "$(ps_recorded packet_steering)" = disabled ]; then
+			ps_log "netifd's packet_steering service stays disabled, as it was before packet-steering was installed"
+		else
+			"$PS_STOCK_INIT" enable
+			"$PS_STOCK_INIT" start >/dev/null 2>&1
+			ps_log "handed steering back to netifd's packet_steering service"
+		fi
+	fi
+	rm -f "$PS_TAKEOVER"
 	return 0
+}
+
+# ps_record NAME: note the state of /etc/init.d/NAME before packet-steering
+# first disables it; later calls keep the first note.
+ps_record() {
+	ps_init="${IPKG_INSTROOT}/etc/init.d/$1"
+	[ -x "$ps_init" ] || return 0
+	grep -q "^$1 " "$PS_TAKEOVER" 2>/dev/null && return 0
+	mkdir -p "${PS_TAKEOVER%/*}" || return 1
+	if "$ps_init" enabled; then
+		echo "$1 enabled" >>"$PS_TAKEOVER"
+	else
+		echo "$1 disabled" >>"$PS_TAKEOVER"
+	fi
+}
+
+# ps_recorded NAME: the noted state of NAME (enabled, disabled or nothing).
+ps_recorded() {
+	sed -n "s/^$1 //p" "$PS_TAKEOVER" 2>/dev/null | head -n 1
+}
+
+# ps_target: DISTRIB_TARGET from /etc/openwrt_release ("qualcommax/ipq807x").
+ps_target() {
+	sed -n "s/^DISTRIB_TARGET=['\"]\{0,1\}\([^'\"]*\).*/\1/p" "${IPKG_INSTROOT}/etc/openwrt_release" 2>/dev/null
+}
+
+# ps_takeover_writers: take over the other writers of the knobs that
+# packet-steering covers (steering/writers.go has the inventory and why):
+# on qualcommax/ipq807x, /etc/init.d/smp_affinity (START=93: it would pin
+# the EDMA IRQs and NAPI threads after packet-steering at every boot; the
+# qualcommax-ipq807x profile places them, and its wifi ring IRQs as the
+# script did). It acts only at boot, so disabling it is enough. The same
+# script on other targets, rockchip's hotplug script and irqbalance are
+# deferred to: left alone here, their knobs left out of the plan.
+ps_takeover_writers() {
+	[ -x "$PS_SMP_INIT" ] || return 0
+	[ "$(ps_target)" = qualcommax/ipq807x ] || return 0
+	ps_record smp_affinity
+	if "$PS_SMP_INIT" enabled; then
+		"$PS_SMP_INIT" disable
+		ps_log "took IRQ placement over from /etc/init.d/smp_affinity (now disabled; removing packet-steering enables it again)"
+	fi
+	return 0
+}
+
+# ps_handback_writers: enable the writers ps_takeover_writers disabled, if
+# they were enabled before, and run their placement now (smp_affinity only
+# acts at boot).
+ps_handback_writers() {
+	[ -x "$PS_SMP_INIT" ] || return 0
+	[ "$(ps_recorded smp_affinity)" = enabled ] || return 0
+	"$PS_SMP_INIT" enable
+	"$PS_SMP_INIT" boot >/dev/null 2>&1
+	ps_log "handed IRQ placement back to /etc/init.d/smp_affinity"
+	return 0
+}
+
+# ps_postinst: the package's postinst, after OpenWrt's default_postinst
+# (which enables and starts the service on install, and on an upgrade
+# only starts it). opkg and apk both set PKG_UPGRADE=1 on an upgrade (apk
+# runs post-upgrade, which exports it and runs the postinst): the daemon
+# still running is the old binary, so it is restarted.
+ps_postinst() {
+	if [ "${PKG_UPGRADE:-}" = 1 ] && "$PS_OWN_INIT" enabled; then
+		"$PS_OWN_INIT" restart >/dev/null 2>&1
+	fi
+	ps_takeover
+	ps_takeover_writers
+}
+
+# ps_prerm: the package's prerm on removal. opkg runs it before its
+# default_prerm stops the service, apk after: so it stops and disables
+# packet-steering itself before handing back (a running daemon would take
+# over again). Nothing is handed back on an upgrade: opkg runs no prerm
+# then and apk runs no pre-deinstall, but a PKG_UPGRADE=1 in the
+# environment is honoured all the same.
+ps_prerm() {
+	[ "${PKG_UPGRADE:-}" = 1 ] && return 0
+	if [ -x "$PS_OWN_INIT" ]; then
+		"$PS_OWN_INIT" stop >/dev/null 2>&1
+		"$PS_OWN_INIT" disable
+	fi
+	ps_handback
 }
 
 # ps_sync_from_network: make packet_steering.globals follow

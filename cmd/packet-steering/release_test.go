@@ -1,0 +1,67 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/packet-steering/packet-steering/steering"
+)
+
+// TestReleaseCommand: after auto on the ipq807x fixture (XPS per queue, the
+// EDMA IRQs and NAPI threads pinned), release puts XPS to 0, the IRQs to
+// default_smp_affinity and the threads on all CPUs, and leaves RPS alone.
+func TestReleaseCommand(t *testing.T) {
+	root := planRoot(t, "ipq807x")
+	if err := os.WriteFile(filepath.Join(root, "proc/irq/default_smp_affinity"), []byte("f\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runCLI(t, "apply", "--root", root); code != 0 {
+		t.Fatalf("apply: %s", errs)
+	}
+	read := func(rel string) string {
+		b, err := os.ReadFile(filepath.Join(root, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	if got := read("sys/class/net/eth0/queues/tx-1/xps_cpus"); got != "2" {
+		t.Fatalf("after apply: eth0 tx-1 xps %q, want 2", got)
+	}
+	rpsBefore := read("sys/class/net/eth0/queues/rx-1/rps_cpus")
+
+	code, out, errs := runCLI(t, "release", "--root", root, "--json")
+	if code != 0 {
+		t.Fatalf("release: exit %d: %s", code, errs)
+	}
+	var res steering.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, a := range res.Changed {
+		kinds[a.Kind]++
+	}
+	if kinds[steering.KindXPSCPUs] == 0 || kinds[steering.KindIRQAffinity] == 0 || kinds[steering.KindNAPIAffinity] == 0 ||
+		kinds[steering.KindRPSCPUs] != 0 || kinds[steering.KindRPSFlowCnt] != 0 {
+		t.Errorf("release changed %v", kinds)
+	}
+	for q := 0; q < 4; q++ {
+		if got := read("sys/class/net/eth0/queues/tx-" + string(rune('0'+q)) + "/xps_cpus"); got != "0" {
+			t.Errorf("tx-%d xps %q, want 0", q, got)
+		}
+	}
+	if got := read("proc/irq/61/smp_affinity"); got != "f" {
+		t.Errorf("irq 61 %q, want f (default_smp_affinity)", got)
+	}
+	if got := read("sys/class/net/eth0/queues/rx-1/rps_cpus"); got != rpsBefore {
+		t.Errorf("rps changed: %q -> %q", rpsBefore, got)
+	}
+	// A second release changes nothing.
+	if code, out, _ := runCLI(t, "release", "--root", root); code != 0 || !strings.Contains(out, " 0 changed") {
+		t.Errorf("second release: exit %d\n%s", code, out)
+	}
+}

@@ -1,0 +1,92 @@
+package steering
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/packet-steering/packet-steering/platform"
+)
+
+// defaultIRQAffinityPath is the affinity the kernel gives a new IRQ
+// (kernel/irq/proc.c, default_smp_affinity).
+const defaultIRQAffinityPath = "proc/irq/default_smp_affinity"
+
+// ReleaseActions returns, for the knobs of plan p that only packet-steering
+// manages (the stock rule never writes them), actions that set them back to
+// the kernel's defaults, so that handing steering back to the stock service
+// leaves the machine as the stock rule alone would: xps_cpus 0 (no XPS),
+// every pinned IRQ to irqDefault (the kernel's default_smp_affinity; all
+// online CPUs when "") and net.core.rps_sock_flow_entries 0. NAPI threads
+// go back to all online CPUs, as the kernel starts them; the stock service
+// places the ones its rule manages again when it starts. RPS masks and flow
+// counts are left to the stock service, which writes them all.
+func ReleaseActions(s *platform.Snapshot, p *Plan, irqDefault string) []Action {
+	var all CPUSet
+	for _, c := range onlineCPUs(s) {
+		all = all.Add(c.id)
+	}
+	irqValue := strings.TrimSpace(irqDefault)
+	if _, err := ParseMask(irqValue); irqValue == "" || err != nil {
+		irqValue = all.Mask()
+	}
+	var out []Action
+	for _, a := range p.Actions {
+		switch a.Kind {
+		case KindXPSCPUs:
+			a.Value = "0"
+		case KindIRQAffinity:
+			a.Value = irqValue
+		case KindNAPIAffinity:
+			a.Value = all.List()
+		case KindSysctl:
+			if a.Key != SysctlRPSSockFlowEntries {
+				continue
+			}
+			a.Value = "0"
+		default:
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// Release sets the knobs only packet-steering manages back to the kernel's
+// defaults (ReleaseActions), under the apply lock; the package runs it
+// before it hands steering back to netifd's service.
+func (e *Engine) Release(ctx context.Context, dryRun bool) (*Result, error) {
+	start := time.Now()
+	unlock, err := e.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	snap, eff, err := e.state(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// The knobs of every mode the user may have had in force: the
+	// configured one and auto (the default), which pins the most.
+	def, _ := e.writer.ReadKnob(defaultIRQAffinityPath)
+	seen := map[string]bool{}
+	var actions []Action
+	for _, m := range []Mode{eff.Mode, ModeAuto, ModeCustom} {
+		p, err := NewPlan(snap, PlanRequest{Mode: m, Flows: &eff.Flows})
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range ReleaseActions(snap, p, def) {
+			if k := a.Kind + " " + a.Target(); !seen[k] {
+				seen[k] = true
+				actions = append(actions, a)
+			}
+		}
+	}
+	res := ApplyPlan(ctx, e.writer, snap, actions, dryRun)
+	res.DurationUS = time.Since(start).Microseconds()
+	e.mu.Lock()
+	e.dropView()
+	e.mu.Unlock()
+	return res, nil
+}
