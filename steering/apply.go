@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -207,6 +208,21 @@ func vanished(err error) bool {
 		errors.Is(err, ErrNotKernelThread)
 }
 
+// changedDevices names every device a change touched, through its queues
+// or through a NAPI thread or IRQ the pairing ties to it, in name order.
+func changedDevices(x *knobIndex, changed []Action) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, a := range changed {
+		if d := x.pair.ActionDevice(a); d != "" && !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // ApplyPlan makes the machine hold the actions' values. Each knob is read
 // once and written at most once (only when its live value differs). Actions
 // are applied device by device (a NAPI thread or IRQ with the device it
@@ -247,6 +263,7 @@ func ApplyPlan(ctx context.Context, w Writer, snap *platform.Snapshot, actions [
 		}
 		applyUnit(w, x, strings.TrimPrefix(u, "\xff"), acts, dryRun, res)
 	}
+	res.Devices = changedDevices(x, res.Changed)
 	res.DurationUS = time.Since(start).Microseconds()
 	return res
 }

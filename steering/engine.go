@@ -41,12 +41,15 @@ type SetModeRequest struct {
 
 // Result reports one apply.
 type Result struct {
-	Mode       Mode      `json:"mode,omitempty"`
-	Changed    []Action  `json:"changed"`
-	Unchanged  int       `json:"unchanged"`
-	Failed     []Failure `json:"failed"`
-	Skipped    []Skip    `json:"skipped,omitempty"`
-	DurationUS int64     `json:"duration_us"`
+	Mode      Mode      `json:"mode,omitempty"`
+	Changed   []Action  `json:"changed"`
+	Unchanged int       `json:"unchanged"`
+	Failed    []Failure `json:"failed"`
+	Skipped   []Skip    `json:"skipped,omitempty"`
+	// Devices names every device whose knobs changed, also through its
+	// NAPI threads or IRQs, in name order.
+	Devices    []string `json:"devices,omitempty"`
+	DurationUS int64    `json:"duration_us"`
 }
 
 // Failure is an action that could not be written, with the kernel's error.

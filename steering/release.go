@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -22,12 +23,12 @@ const defaultIRQAffinityPath = "proc/irq/default_smp_affinity"
 // places the ones its rule manages again when it starts. RPS masks and flow
 // counts are left to the stock service, which writes them all.
 func ReleaseActions(s *platform.Snapshot, p *Plan, irqDefault string) []Action {
-	var all CPUSet
+	var all cpuset.Set
 	for _, c := range onlineCPUs(s) {
 		all = all.Add(c.id)
 	}
 	irqValue := strings.TrimSpace(irqDefault)
-	if _, err := ParseMask(irqValue); irqValue == "" || err != nil {
+	if _, err := cpuset.ParseMask(irqValue); irqValue == "" || err != nil {
 		irqValue = all.Mask()
 	}
 	var out []Action

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -245,7 +246,7 @@ func placeIPQ807xWifi(b *builder, s *platform.Snapshot) int {
 		if _, planned := b.acts[actionKey{kind: KindIRQAffinity, irq: irq.Number}]; planned {
 			continue
 		}
-		b.irq(irq, NewCPUSet(cpu))
+		b.irq(irq, cpuset.Of(cpu))
 		n++
 	}
 	return n

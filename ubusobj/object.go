@@ -393,15 +393,24 @@ func target(a steering.Action) string {
 
 // EventData returns the data of EventApplied for an apply.
 func EventData(reason string, res *steering.Result) []ubus.Attr {
-	seen := map[string]bool{}
-	devs := []ubus.Attr{}
-	for _, a := range res.Changed {
-		if a.Device != "" && !seen[a.Device] {
-			seen[a.Device] = true
-			devs = append(devs, ubus.String("", a.Device))
+	// Every device the apply touched, also through its NAPI threads and
+	// IRQs (Result.Devices); devices of queue knobs when a result has no
+	// list.
+	names := res.Devices
+	if names == nil {
+		seen := map[string]bool{}
+		for _, a := range res.Changed {
+			if a.Device != "" && !seen[a.Device] {
+				seen[a.Device] = true
+				names = append(names, a.Device)
+			}
 		}
+		sort.Strings(names)
 	}
-	sort.Slice(devs, func(i, j int) bool { return devs[i].Str < devs[j].Str })
+	devs := []ubus.Attr{}
+	for _, d := range names {
+		devs = append(devs, ubus.String("", d))
+	}
 	return []ubus.Attr{
 		ubus.String("reason", reason),
 		ubus.String("mode", string(res.Mode)),

@@ -35,6 +35,9 @@ type daemonConfig struct {
 	// a call or an apply (see idleTrimmer); 0 never trims.
 	trimIdle time.Duration
 	trim     func()
+	// takeover, when set, takes steering back from netifd's service when
+	// procd announces that it started (serviceWatch); nil watches nothing.
+	takeover func(ctx context.Context)
 }
 
 // daemonDrainWait bounds how long a stop waits for the calls in progress:
@@ -48,10 +51,11 @@ const daemonDrainWait = 3 * time.Second
 // packet_steering, apply once (reason "start") and serve. SIGHUP re-applies;
 // SIGTERM and SIGINT (ctx) stop after the calls in progress have replied.
 func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
-	c := newSubcommand(env, "daemon", "daemon [--socket PATH] [--root DIR] [--debug]", "").withRoot()
+	c := newSubcommand(env, "daemon", "daemon [--socket PATH] [--root DIR] [--debug] [--log auto|syslog|stderr]", "").withRoot()
 	fs := c.fs
 	socket := fs.String("socket", "", "ubus socket (default "+ubus.DefaultSocket+", then "+ubus.LegacySocket+")")
 	debug := fs.Bool("debug", false, "also log refused calls and connection attempts")
+	logTo := fs.String("log", "auto", "where to log: syslog, stderr, or auto (syslog when "+defaultSyslogPath+" takes it)")
 	if help, err := c.parse(args); help || err != nil {
 		return err
 	}
@@ -61,13 +65,34 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 		// grows the process before idleTrimmer hands the pages back.
 		rtdebug.SetGCPercent(daemonGCPercent)
 	}
+	log := newDaemonLogger(env.stderr, *debug)
+	switch *logTo {
+	case "stderr":
+	case "auto", "syslog":
+		sys, err := dialSyslog(defaultSyslogPath, "packet-steering")
+		if err != nil {
+			if *logTo == "syslog" {
+				return err
+			}
+			break
+		}
+		defer sys.Close()
+		log = newSyslogLogger(sys, env.stderr, *debug)
+	default:
+		return usagef("--log %q: want auto, syslog or stderr", *logTo)
+	}
+	var takeover func(context.Context)
+	if _, err := os.Stat(ownInit); err == nil && c.rootDir() == "/" {
+		takeover = runInitReload(log)
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	return serveDaemon(ctx, daemonConfig{
 		socket:      *socket,
 		engine:      steering.NewEngine(c.rootDir()),
-		log:         newDaemonLogger(env.stderr, *debug),
+		log:         log,
+		takeover:    takeover,
 		hup:         hup,
 		connectWait: 2 * time.Second,
 		drainWait:   daemonDrainWait,
@@ -87,9 +112,22 @@ func serveDaemon(ctx context.Context, cfg daemonConfig) error {
 	}
 	connected := make(chan struct{})
 	var once sync.Once
+	var watch *serviceWatch
 	client := ubus.NewClient(cfg.socket, ubus.WithLogger(cfg.log),
-		ubus.WithOnConnect(func(context.Context, *ubus.Conn) { once.Do(func() { close(connected) }) }))
+		ubus.WithOnConnect(func(ctx context.Context, conn *ubus.Conn) {
+			once.Do(func() { close(connected) })
+			if watch != nil {
+				watch.subscribe(ctx, conn)
+			}
+		}))
 	obj := ubusobj.New(cfg.engine, ubusobj.Options{Events: client, Logger: cfg.log})
+	if cfg.takeover != nil {
+		watch = &serviceWatch{log: cfg.log, takeover: cfg.takeover, apply: func(reason string) {
+			if _, err := obj.Apply(context.WithoutCancel(ctx), steering.ApplyRequest{Reason: reason}); err != nil {
+				cfg.log.Error("apply failed", "reason", reason, "err", err)
+			}
+		}}
+	}
 	client.Register(obj.UbusObject())
 
 	// The connection outlives ctx until the calls in progress have replied.

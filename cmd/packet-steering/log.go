@@ -9,48 +9,82 @@ import (
 	"unicode/utf8"
 )
 
-// lineLogger writes the daemon's log: one line per record,
-// `level=INFO msg=applied reason=start changed=3`, in the format of
-// log/slog's TextHandler without the time stamp (syslog adds one). It
-// implements ubus.Logger and ubusobj.Logger without importing log/slog,
-// which would add a quarter of a megabyte to the router binary. It is safe
-// for concurrent use; each line is one Write.
+// lineLogger writes the daemon's log, one record per line. It implements
+// ubus.Logger and ubusobj.Logger without importing log/slog, which would
+// add a quarter of a megabyte to the router binary. It is safe for
+// concurrent use; each line is one Write.
+//
+// On a router it logs to syslog, as OpenWrt's daemons do (logd reads
+// /dev/log): each record with its own priority (facility daemon; debug,
+// info, notice, warning, err), as a short plain line, `applied reason=start
+// mode=auto changed=3 ...`, so that `logread -e packet-steering` and
+// priority filters tell routine applies from failures. procd would log
+// everything on stderr at err priority. Elsewhere (tests, a terminal) it
+// writes log/slog's TextHandler format without the time stamp,
+// `level=INFO msg=applied reason=start changed=3`. Debug records are
+// written only with --debug.
 type lineLogger struct {
 	mu    sync.Mutex
 	w     io.Writer
+	sys   *syslogSink // nil: text lines to w
 	debug bool
 	buf   []byte
 }
 
-// newDaemonLogger logs to w (procd hands stderr to logd); debug also logs
-// refused calls and connection attempts.
+// newDaemonLogger logs text lines to w; debug also logs refused calls and
+// connection attempts.
 func newDaemonLogger(w io.Writer, debug bool) *lineLogger {
 	return &lineLogger{w: w, debug: debug}
 }
 
+// newSyslogLogger logs to the syslog socket, falling back to text lines on
+// w for records the socket does not take.
+func newSyslogLogger(sys *syslogSink, w io.Writer, debug bool) *lineLogger {
+	return &lineLogger{w: w, sys: sys, debug: debug}
+}
+
+// Syslog priorities (RFC 5424 severities) of the levels.
+const (
+	sevErr     = 3
+	sevWarning = 4
+	sevNotice  = 5
+	sevInfo    = 6
+	sevDebug   = 7
+)
+
 // Debug logs msg and key-value pairs at level DEBUG, when enabled.
 func (l *lineLogger) Debug(msg string, args ...any) {
 	if l.debug {
-		l.log("DEBUG", msg, args)
+		l.log(sevDebug, "DEBUG", msg, args)
 	}
 }
 
 // Info logs msg and key-value pairs at level INFO.
-func (l *lineLogger) Info(msg string, args ...any) { l.log("INFO", msg, args) }
+func (l *lineLogger) Info(msg string, args ...any) { l.log(sevInfo, "INFO", msg, args) }
+
+// Notice logs msg and key-value pairs at level NOTICE: a normal but
+// significant event (taking steering over again).
+func (l *lineLogger) Notice(msg string, args ...any) { l.log(sevNotice, "NOTICE", msg, args) }
 
 // Warn logs msg and key-value pairs at level WARN.
-func (l *lineLogger) Warn(msg string, args ...any) { l.log("WARN", msg, args) }
+func (l *lineLogger) Warn(msg string, args ...any) { l.log(sevWarning, "WARN", msg, args) }
 
 // Error logs msg and key-value pairs at level ERROR.
-func (l *lineLogger) Error(msg string, args ...any) { l.log("ERROR", msg, args) }
+func (l *lineLogger) Error(msg string, args ...any) { l.log(sevErr, "ERROR", msg, args) }
 
-func (l *lineLogger) log(level, msg string, args []any) {
+func (l *lineLogger) log(sev int, level, msg string, args []any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := append(l.buf[:0], "level="...)
-	b = append(b, level...)
-	b = append(b, " msg="...)
-	b = appendLogString(b, msg)
+	b := l.buf[:0]
+	if l.sys != nil {
+		b = l.sys.header(b, sev)
+		b = append(b, msg...)
+	} else {
+		b = append(b, "level="...)
+		b = append(b, level...)
+		b = append(b, " msg="...)
+		b = appendLogString(b, msg)
+	}
 	for len(args) > 0 {
 		// As log/slog: a key that is not a string makes its value !BADKEY.
 		key, ok := args[0].(string)
@@ -67,8 +101,18 @@ func (l *lineLogger) log(level, msg string, args []any) {
 		b = append(b, '=')
 		b = appendLogValue(b, val)
 	}
-	b = append(b, '\n')
 	l.buf = b
+	if l.sys != nil {
+		if err := l.sys.send(b); err == nil {
+			return
+		}
+		// logd is restarting: keep the record on stderr.
+		b = append(b[l.sys.headerLen(sev):], '\n')
+		l.buf = b
+	} else {
+		b = append(b, '\n')
+		l.buf = b
+	}
 	_, _ = l.w.Write(b)
 }
 

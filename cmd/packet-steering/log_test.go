@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -89,5 +93,80 @@ func TestLineLoggerConcurrent(t *testing.T) {
 		if !strings.HasPrefix(line, `level=INFO msg=applied reason="hotplug eth0" changed=`) {
 			t.Fatalf("torn line %q", line)
 		}
+	}
+}
+
+// TestSyslogLogger: on a router the daemon logs to /dev/log with each
+// record's own priority (facility daemon), as `<PRI>packet-steering[PID]:
+// msg key=value`; debug records only with --debug.
+func TestSyslogLogger(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log")
+	l, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	tag := "packet-steering[" + strconv.Itoa(os.Getpid()) + "]: "
+	for _, debug := range []bool{false, true} {
+		sys, err := dialSyslog(path, "packet-steering")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		lg := newSyslogLogger(sys, &stderr, debug)
+		lg.Debug("refused call", "method", "apply")
+		lg.Info("applied", "reason", "start", "changed", 3)
+		lg.Notice("taking over again")
+		lg.Warn("write failed", "err", errors.New("bad value"))
+		lg.Error("apply failed", "reason", "start")
+		want := []string{
+			"<30>" + tag + "applied reason=start changed=3",
+			"<29>" + tag + "taking over again",
+			"<28>" + tag + `write failed err="bad value"`,
+			"<27>" + tag + "apply failed reason=start",
+		}
+		if debug {
+			want = append([]string{"<31>" + tag + "refused call method=apply"}, want...)
+		}
+		buf := make([]byte, 4096)
+		for _, w := range want {
+			_ = l.SetReadDeadline(time.Now().Add(2 * time.Second))
+			n, err := l.Read(buf)
+			if err != nil {
+				t.Fatalf("debug %v: reading %q: %v", debug, w, err)
+			}
+			if got := string(buf[:n]); got != w {
+				t.Errorf("debug %v: got %q, want %q", debug, got, w)
+			}
+		}
+		if stderr.Len() != 0 {
+			t.Errorf("stderr got %q while syslog works", stderr.String())
+		}
+		sys.Close()
+	}
+}
+
+// TestSyslogLoggerFallsBack: when the socket goes away (logd restarting),
+// records go to stderr as plain lines.
+func TestSyslogLoggerFallsBack(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log")
+	l, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, err := dialSyslog(path, "packet-steering")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	l.Close()
+	os.Remove(path)
+	var stderr bytes.Buffer
+	newSyslogLogger(sys, &stderr, false).Warn("apply failed", "reason", "start")
+	if got := stderr.String(); got != "apply failed reason=start\n" {
+		t.Errorf("stderr %q", got)
+	}
+	if _, err := dialSyslog(path, "x"); err == nil {
+		t.Error("dialSyslog of a missing socket succeeded")
 	}
 }

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// syslogSink sends records to the local syslog socket (/dev/log, read by
+// OpenWrt's logd or busybox syslogd) as datagrams in the BSD syslog format
+// without time stamp, `<PRI>TAG[PID]: MESSAGE`, as libc's syslog(3) sends
+// them; the daemon then shows in logread as
+// `daemon.info packet-steering[442]: applied ...`. It uses a raw unix
+// socket: log/syslog would link the net package into the router binary.
+type syslogSink struct {
+	mu   sync.Mutex
+	path string
+	fd   int // -1 when not connected
+	tag  string
+}
+
+// syslogFacilityDaemon is LOG_DAEMON.
+const syslogFacilityDaemon = 3
+
+// defaultSyslogPath is where logd listens.
+const defaultSyslogPath = "/dev/log"
+
+// dialSyslog connects to the syslog socket at path.
+func dialSyslog(path, tag string) (*syslogSink, error) {
+	s := &syslogSink{path: path, fd: -1, tag: tag + "[" + strconv.Itoa(os.Getpid()) + "]: "}
+	if err := s.connect(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *syslogSink) connect() error {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("syslog socket: %w", err)
+	}
+	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: s.path}); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("syslog %s: %w", s.path, err)
+	}
+	s.fd = fd
+	return nil
+}
+
+// header appends `<PRI>TAG[PID]: ` for severity sev.
+func (s *syslogSink) header(b []byte, sev int) []byte {
+	b = append(b, '<')
+	b = strconv.AppendInt(b, int64(syslogFacilityDaemon<<3|sev), 10)
+	b = append(b, '>')
+	return append(b, s.tag...)
+}
+
+// headerLen is the length of header(nil, sev).
+func (s *syslogSink) headerLen(sev int) int { return len(s.header(nil, sev)) }
+
+// send sends one record, reconnecting once when logd was restarted.
+func (s *syslogSink) send(b []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for try := 0; try < 2; try++ {
+		if s.fd < 0 {
+			if err := s.connect(); err != nil {
+				return err
+			}
+		}
+		_, err := unix.Write(s.fd, b)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.ECONNREFUSED) && !errors.Is(err, unix.ENOTCONN) && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("syslog: %w", err)
+		}
+		unix.Close(s.fd)
+		s.fd = -1
+	}
+	return errors.New("syslog: not connected")
+}
+
+// Close closes the socket.
+func (s *syslogSink) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fd < 0 {
+		return nil
+	}
+	err := unix.Close(s.fd)
+	s.fd = -1
+	return err
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/packet-steering/packet-steering/internal/ubus"
+	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
+	"github.com/packet-steering/packet-steering/steering"
+)
+
+// TestDaemonTakesOverWhenStockServiceStarts: procd's object "service"
+// (here a stand-in on the test broker) announces that netifd's
+// packet_steering service started, as on an upgrade of netifd: the daemon
+// runs its takeover at once; other services are ignored; irqbalance
+// starting re-applies.
+func TestDaemonTakesOverWhenStockServiceStarts(t *testing.T) {
+	root := daemonFixture(t)
+	_, sock := ubustest.Start(t)
+
+	procd := dialTest(t, sock)
+	svc := &ubus.Object{Path: "service"}
+	subscribed := make(chan bool, 4)
+	svc.OnSubscribe = func(active bool) { subscribed <- active }
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := procd.AddObject(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+
+	takeovers := make(chan struct{}, 8)
+	dctx, stop := context.WithCancel(context.Background())
+	log := &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- serveDaemon(dctx, daemonConfig{socket: sock, engine: steering.NewEngine(root),
+			log: newDaemonLogger(log, true), connectWait: 2 * time.Second, drainWait: time.Second,
+			takeover: func(context.Context) { takeovers <- struct{}{} }})
+	}()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("daemon: %v", err)
+		}
+	}()
+	select {
+	case <-subscribed:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the daemon did not subscribe to procd's service object:\n%s", log.String())
+	}
+
+	notify := func(typ, service string) {
+		t.Helper()
+		if err := procd.Notify(ctx, svc, typ, []ubus.Attr{ubus.String("service", service)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	notify("service.start", "dnsmasq")
+	notify("instance.stop", "packet_steering")
+	notify("service.start", "packet_steering")
+	select {
+	case <-takeovers:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no takeover after the stock service started:\n%s", log.String())
+	}
+	select {
+	case <-takeovers:
+		t.Error("a second takeover without a second start")
+	case <-time.After(200 * time.Millisecond):
+	}
+	if !strings.Contains(log.String(), "taking over again") {
+		t.Errorf("takeover not logged:\n%s", log.String())
+	}
+
+	notify("instance.start", "irqbalance")
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(log.String(), `reason="irqbalance instance.start"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no apply after irqbalance started:\n%s", log.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestServiceWatchCoalesces: starts while a takeover runs cause one more
+// run, not one each.
+func TestServiceWatchCoalesces(t *testing.T) {
+	release := make(chan struct{})
+	runs := make(chan struct{}, 16)
+	w := &serviceWatch{log: newDaemonLogger(&lockedBuffer{}, false), apply: func(string) {},
+		takeover: func(context.Context) { runs <- struct{}{}; <-release }}
+	start := []ubus.Attr{ubus.String("service", stockService)}
+	w.notified("service.start", start)
+	<-runs
+	for i := 0; i < 5; i++ {
+		w.notified("instance.start", start)
+	}
+	close(release)
+	<-runs
+	select {
+	case <-runs:
+		t.Error("more than one run for the starts during the first")
+	case <-time.After(200 * time.Millisecond):
+	}
+}
