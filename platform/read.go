@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/packet-steering/packet-steering/internal/kfs"
 )
 
 // Read reads the machine below root ("/" on a router, or a fixture root)
@@ -141,7 +143,7 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 	run(f)
 	<-done
 	if sc != nil {
-		sc.bufs = [2]buffers{f.buffers(), second.buffers()}
+		sc.bufs = [2]kfs.Reader{f.buffers(), second.buffers()}
 		f.pool.Put(sc)
 	}
 	s.Devices = []Device{}

@@ -187,8 +187,8 @@ func TestDirNames(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.dentsSize = 512 // many calls
-		got, err := r.readDirNames(".")
+		r.DentsSize = 512 // many calls
+		got, err := r.names(r.dir, ".")
 		r.close()
 		if err != nil {
 			t.Fatal(err)
@@ -217,11 +217,11 @@ func TestReadBigFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := r.sibling() // the smaller first buffer
-		got, err := s.readString("f")
+		got, err := s.str(s.dir, "f")
 		if err != nil || got != want {
 			t.Errorf("%d bytes: readString gave %d bytes, %v", n, len(got), err)
 		}
-		b, err := r.readFile("f")
+		b, err := r.File(r.dir, "f")
 		if err != nil || string(b) != want+"\n" {
 			t.Errorf("%d bytes: readFile gave %d bytes, %v", n, len(b), err)
 		}
