@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"github.com/packet-steering/packet-steering/internal/uci"
 )
 
@@ -220,16 +221,16 @@ func makeReadOnly(t *testing.T, dir string) {
 		return
 	}
 	if _, err := exec.LookPath("chattr"); err != nil {
-		t.Skip("needs chattr to make a directory read-only for root")
+		testenv.Skipf(t, "needs chattr to make a directory read-only for root")
 	}
 	if out, err := exec.Command("chattr", "+i", dir).CombinedOutput(); err != nil {
-		t.Skipf("chattr +i not supported here: %v %s", err, out)
+		testenv.Skipf(t, "chattr +i not supported here: %v %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("chattr", "-i", dir).Run() })
 	if f, err := os.CreateTemp(dir, "probe"); err == nil {
 		f.Close()
 		os.Remove(f.Name())
-		t.Skip("immutable directory still accepts files")
+		testenv.Skipf(t, "immutable directory still accepts files")
 	}
 }
 
@@ -419,7 +420,7 @@ func TestSetModeDiskFull(t *testing.T) {
 		return
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("needs root for a private mount namespace")
+		testenv.Skipf(t, "needs root for a private mount namespace")
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -442,7 +443,7 @@ func TestSetModeDiskFull(t *testing.T) {
 
 func diskFullChild(t *testing.T, root string) {
 	if err := syscall.Mount("tmpfs", root, "tmpfs", 0, "size=64k"); err != nil {
-		t.Skipf("mount tmpfs: %v", err)
+		testenv.Skipf(t, "mount tmpfs: %v", err)
 	}
 	writeFixture(t, root, map[string]string{
 		"etc/config/network": networkConfig,

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -410,7 +411,7 @@ func TestConcurrentUpdates(t *testing.T) {
 func runHelperInMountNS(t *testing.T, mode, dir string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root for a private mount namespace")
+		testenv.Skipf(t, "needs root for a private mount namespace")
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
 	cmd.Env = append(os.Environ(), helperEnv+"="+mode, "UCI_TEST_DIR="+dir)
