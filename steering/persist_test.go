@@ -320,13 +320,10 @@ func TestCorruptConfigKeepsLastGood(t *testing.T) {
 // its value is the config dir.
 const uciHelperEnv = "STEERING_UCI_HELPER_DIR"
 
-// TestUCIWriterHelperProcess is not a test: it is another process changing
-// packet_steering while TestSetModeRace runs.
-func TestUCIWriterHelperProcess(t *testing.T) {
+// uciWriterHelper is another process changing packet_steering while
+// TestSetModeRace runs (see TestMain).
+func uciWriterHelper() error {
 	dir := os.Getenv(uciHelperEnv)
-	if dir == "" {
-		t.Skip("helper process only")
-	}
 	for i := 0; i < 40; i++ {
 		err := uci.Update(dir, "packet_steering", func(p *uci.Package) error {
 			s := p.Section("@device[0]")
@@ -342,21 +339,20 @@ func TestUCIWriterHelperProcess(t *testing.T) {
 			return p.Set(s.Name, "rps_cpus", strconv.FormatInt(int64(i%15+1), 16))
 		})
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
+	return nil
 }
 
 func TestSetModeRace(t *testing.T) {
 	for round := 0; round < 5; round++ {
 		root := configRoot(t, map[string]string{"network": networkConfig})
 		dir := filepath.Join(root, "etc/config")
-		exe, err := os.Executable()
+		helper, err := testenv.HelperCommand("uci-writer", uciHelperEnv+"="+dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		helper := exec.Command(exe, "-test.run", "^TestUCIWriterHelperProcess$", "-test.count=1")
-		helper.Env = append(os.Environ(), uciHelperEnv+"="+dir)
 		var out strings.Builder
 		helper.Stdout, helper.Stderr = &out, &out
 		if err := helper.Start(); err != nil {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
 	"github.com/packet-steering/packet-steering/platform/fixture"
@@ -605,14 +605,13 @@ func TestDaemonStopsAfterCallInProgress(t *testing.T) {
 // The daemon as a process: real SIGHUP and SIGTERM, exit status 0, and no
 // CPU time used while idle.
 func TestDaemonProcessSignals(t *testing.T) {
-	if os.Getenv("PS_DAEMON_CHILD") == "1" {
-		return
-	}
 	root := daemonFixture(t)
 	_, sock := ubustest.Start(t)
 	events := listenApplied(t, sock)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestDaemonChildProcess$")
-	cmd.Env = append(os.Environ(), "PS_DAEMON_CHILD=1", "PS_DAEMON_ARGS=daemon\x1f--socket\x1f"+sock+"\x1f--root\x1f"+root)
+	cmd, err := testenv.HelperCommand("daemon", "PS_DAEMON_ARGS=daemon\x1f--socket\x1f"+sock+"\x1f--root\x1f"+root)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -670,16 +669,18 @@ func TestDaemonProcessSignals(t *testing.T) {
 	}
 }
 
-// TestDaemonChildProcess is the daemon process of TestDaemonProcessSignals:
-// main with the arguments from the environment, signals as in main.
-func TestDaemonChildProcess(t *testing.T) {
-	if os.Getenv("PS_DAEMON_CHILD") != "1" {
-		t.Skip("runs only as the child of TestDaemonProcessSignals")
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, &cliEnv{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin},
-		strings.Split(os.Getenv("PS_DAEMON_ARGS"), "\x1f")))
+// TestMain runs the tests, or, in a re-executed test binary, the daemon
+// process of TestDaemonProcessSignals: main with the arguments from the
+// environment, signals as in main.
+func TestMain(m *testing.M) {
+	testenv.Main(m, map[string]func() int{
+		"daemon": func() int {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return run(ctx, &cliEnv{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin},
+				strings.Split(os.Getenv("PS_DAEMON_ARGS"), "\x1f"))
+		},
+	})
 }
 
 // cpuTicks returns utime+stime of a process in clock ticks (proc(5)).

@@ -10,6 +10,7 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"testing"
@@ -59,4 +60,46 @@ func Short(t testing.TB, what string) {
 	if testing.Short() {
 		Skipf(t, "%s skipped with -short", what)
 	}
+}
+
+// HelperEnv names, in a re-executed test binary's environment, the helper
+// process it is to be instead of running tests.
+const HelperEnv = "PACKET_STEERING_TEST_HELPER"
+
+// Main is the TestMain of a package whose tests start helper processes:
+// when HelperEnv names one of helpers, the binary runs that helper and exits
+// with the status it returns; otherwise it runs the tests. A helper is thus
+// never a test that skips itself in every normal run.
+func Main(m *testing.M, helpers map[string]func() int) {
+	if name := os.Getenv(HelperEnv); name != "" {
+		h, ok := helpers[name]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "testenv: no helper process %q\n", name)
+			os.Exit(2)
+		}
+		os.Exit(h())
+	}
+	os.Exit(m.Run())
+}
+
+// HelperCommand returns a command that re-executes this test binary as the
+// helper name (see Main), with env added to this process's environment.
+func HelperCommand(name string, env ...string) (*exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("test binary: %w", err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(append(os.Environ(), HelperEnv+"="+name), env...)
+	return cmd, nil
+}
+
+// Exit turns a helper's error into its exit status: 0 for nil, else 1
+// after printing the error to stderr.
+func Exit(err error) int {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 1
+	}
+	return 0
 }
