@@ -14,6 +14,7 @@ import (
 
 	"github.com/packet-steering/packet-steering/internal/testenv"
 	"github.com/packet-steering/packet-steering/platform"
+	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 )
 
 // lockHelperEnv marks the re-executed test binary as a lock-holding helper;
@@ -235,7 +236,7 @@ func applyHelper() error {
 }
 
 func TestAppliesFromTwoProcessesNeverInterleave(t *testing.T) {
-	root := presetRoot(t, "ipq807x", nil)
+	root := fixturetest.Root(t, "ipq807x", nil)
 	runTwoHelpers(t, "apply", applyHelperEnv+"="+root)
 	b, err := os.ReadFile(filepath.Join(root, "applies.log"))
 	if err != nil {
