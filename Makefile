@@ -17,7 +17,7 @@ NOINLINE_ARCHS := mips mipsle
 router_gcflags = $(if $(filter $(NOINLINE_ARCHS),$(1)),-gcflags=all=-l)
 export CGO_ENABLED := 0
 
-.PHONY: all build build-router test test-go test-fuzz test-shell test-browser bench size demo deps vet clean
+.PHONY: all build build-router test test-go test-race test-fuzz test-shell test-browser bench size demo deps vet clean
 
 all: build
 
@@ -39,10 +39,20 @@ vet:
 
 # Everything: Go unit, kernel (netns) and fuzz-smoke tests, shell scripts,
 # and the browser test. Installs missing Debian/npm packages first.
-test: deps vet test-go test-fuzz test-shell test-browser size
+test: deps vet test-go test-race test-fuzz test-shell test-browser size
 
 test-go:
 	$(GO) test -count=1 -timeout 20m ./...
+
+# The race detector over the packages with goroutines of their own (the ubus
+# connection, client and broker, the object, UCI locking, the engine, the
+# parallel platform reader, the daemon). It needs cgo (and gcc, which
+# deps.sh installs). -short leaves out the kernel and timing tests, which
+# test-go has just run (and, with PACKET_STEERING_REQUIRE_KERNEL=1, proved
+# ran), so the switch is cleared for this run.
+RACE_PKGS := ./internal/ubus/... ./ubusobj ./internal/uci ./steering ./platform ./cmd/packet-steering
+test-race:
+	PACKET_STEERING_REQUIRE_KERNEL= CGO_ENABLED=1 $(GO) test -race -short -count=1 -timeout 20m $(RACE_PKGS)
 
 # A short bounded run of every fuzz target (crashers are kept in testdata/fuzz).
 # A count, not a duration: with a duration, Go 1.26's fuzz coordinator can

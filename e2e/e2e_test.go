@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/packet-steering/packet-steering/internal/netnstest"
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
 	"github.com/packet-steering/packet-steering/internal/uci"
@@ -115,24 +116,22 @@ config device
 // through the shipped hotplug.d script, and the daemon-level faults (racing
 // set_mode callers, a corrupt config file, a read-only config dir).
 func TestRouterLifecycle(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end kernel test in -short mode")
-	}
+	testenv.Short(t, "end-to-end kernel test")
 	netnstest.Skip(t)
 	for _, tool := range []string{"ethtool", "chroot", "mount", "sh", "go", "grep"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s: %v", tool, err)
+			testenv.Skipf(t, "needs %s: %v", tool, err)
 		}
 	}
 	if runtime.NumCPU() < 2 || runtime.NumCPU() > 64 {
-		t.Skipf("needs 2..64 CPUs (steering manages nothing on one), have %d", runtime.NumCPU())
+		testenv.Skipf(t, "needs 2..64 CPUs (steering manages nothing on one), have %d", runtime.NumCPU())
 	}
 	// net.core.rps_sock_flow_entries exists in the initial network
 	// namespace only; a non-zero flows must not reach the host's.
 	const sockFlows = "/proc/sys/net/core/rps_sock_flow_entries"
 	hostSockFlows, err := os.ReadFile(sockFlows)
 	if err != nil {
-		t.Skipf("read %s: %v", sockFlows, err)
+		testenv.Skipf(t, "read %s: %v", sockFlows, err)
 	}
 	t.Cleanup(func() {
 		if now, err := os.ReadFile(sockFlows); err != nil || string(now) != string(hostSockFlows) {
@@ -142,7 +141,7 @@ func TestRouterLifecycle(t *testing.T) {
 	began := time.Now()
 	r := setup(t)
 	if _, err := r.ns.Exec("test", "-e", sockFlows); err == nil {
-		t.Skipf("%s is visible inside the namespace: a flows test would change the host's", sockFlows)
+		testenv.Skipf(t, "%s is visible inside the namespace: a flows test would change the host's", sockFlows)
 	}
 	t.Logf("setup (build, namespace, daemon start): %v", time.Since(began).Round(time.Millisecond))
 
@@ -244,7 +243,7 @@ func setup(t *testing.T) *router {
 		bin:  filepath.Join(root, "usr", "bin", "packet-steering"),
 		sock: filepath.Join(root, "var", "run", "ubus", "ubus.sock")}
 	if len(r.sock) > 100 {
-		t.Skipf("socket path %s too long for a unix socket", r.sock)
+		testenv.Skipf(t, "socket path %s too long for a unix socket", r.sock)
 	}
 	writeFiles(t, root, map[string]string{
 		"etc/config/network":         networkConfig,
@@ -703,10 +702,10 @@ func (r *router) corruptConfig(t *testing.T) {
 func (r *router) readOnlyConfig(t *testing.T) {
 	dir := r.configDir()
 	if _, err := exec.LookPath("chattr"); err != nil {
-		t.Skip("needs chattr to make a directory read-only for root")
+		testenv.Skipf(t, "needs chattr to make a directory read-only for root")
 	}
 	if out, err := exec.Command("chattr", "+i", dir).CombinedOutput(); err != nil {
-		t.Skipf("chattr +i not supported on %s: %v %s", dir, err, out)
+		testenv.Skipf(t, "chattr +i not supported on %s: %v %s", dir, err, out)
 	}
 	t.Cleanup(func() {
 		if out, err := exec.Command("chattr", "-i", dir).CombinedOutput(); err != nil {

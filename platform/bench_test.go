@@ -3,6 +3,8 @@ package platform
 import (
 	"context"
 	"testing"
+
+	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 )
 
 // Targets (issue): a 4-CPU router fixture in under 2 ms, the 48-CPU server
@@ -14,7 +16,7 @@ func BenchmarkReadServer48(b *testing.B) { benchRead(b, "server-48") }
 // BenchmarkReaderIPQ807x is what a daemon's status call reads: a Reader
 // kept across calls.
 func BenchmarkReaderIPQ807x(b *testing.B) {
-	root := buildPreset(b, "ipq807x")
+	root := fixturetest.Root(b, "ipq807x", nil)
 	ctx := context.Background()
 	r := NewReader()
 	b.ReportAllocs()
@@ -27,7 +29,7 @@ func BenchmarkReaderIPQ807x(b *testing.B) {
 }
 
 func benchRead(b *testing.B, preset string) {
-	root := buildPreset(b, preset)
+	root := fixturetest.Root(b, preset, nil)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

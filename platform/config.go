@@ -103,11 +103,11 @@ func (f *reader) readLocked(rel string) ([]byte, error) {
 		if tries == maxReopen {
 			return nil, &fs.PathError{Op: "lock", Path: rel, Err: errors.New("file replaced too often while waiting for the lock")}
 		}
-		fd, err := f.openAt(f.dir, rel, unix.O_RDONLY)
+		fd, err := f.OpenFile(f.dir, rel)
 		if err != nil {
 			return nil, err
 		}
-		same, err := lockedIsCurrent(f.dir, rel, fd)
+		same, err := lockedIsCurrent(f.dir.Fd(), rel, fd)
 		if err != nil || !same {
 			unix.Close(fd)
 			if err != nil {
@@ -115,7 +115,7 @@ func (f *reader) readLocked(rel string) ([]byte, error) {
 			}
 			continue
 		}
-		b, err := f.readFd(fd, rel)
+		b, err := f.ReadFd(fd, rel, false)
 		unix.Close(fd)
 		return b, err
 	}

@@ -42,18 +42,18 @@ func (f *reader) readCPUs(g *gaps) []CPU {
 		if onlineErr != nil {
 			// Without the online list, trust the per-CPU file; a CPU
 			// without one cannot go offline.
-			s, err := f.readString(dir + "/online")
+			s, err := f.str(f.dir, dir+"/online")
 			c.Online = err != nil || s == "1"
 		}
 		var terr error
-		c.Core, terr = f.readInt(dir + "/topology/core_id")
+		c.Core, terr = f.num(f.dir, dir+"/topology/core_id")
 		if terr != nil {
 			c.Core = -1
 			if c.Online {
 				g.add(dir+"/topology/core_id", terr)
 			}
 		}
-		c.Package, terr = f.readInt(dir + "/topology/physical_package_id")
+		c.Package, terr = f.num(f.dir, dir+"/topology/physical_package_id")
 		if terr != nil {
 			c.Package = -1
 			if c.Online {
@@ -91,7 +91,7 @@ func fillSiblings(cpus []CPU) {
 }
 
 func (f *reader) cpuListFile(rel string) ([]int, error) {
-	s, err := f.readString(rel)
+	s, err := f.str(f.dir, rel)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +104,7 @@ func (f *reader) cpuListFile(rel string) ([]int, error) {
 
 // listCPUDirs lists N of sys/bus/cpu/devices/cpuN, sorted.
 func (f *reader) listCPUDirs() []int {
-	names, err := f.readDirNames(cpuDevicesDir)
+	names, err := f.names(f.dir, cpuDevicesDir)
 	if err != nil {
 		return nil
 	}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"strings"
+
+	"github.com/packet-steering/packet-steering/internal/kfs"
 )
 
 // Identity files:
@@ -27,13 +29,13 @@ const (
 func (f *reader) readIdentity(g *gaps) Identity {
 	var id Identity
 	var err error
-	if id.Board, err = f.readString(boardNamePath); err != nil {
+	if id.Board, err = f.str(f.dir, boardNamePath); err != nil {
 		g.add(boardNamePath, err)
 	}
-	if id.Model, err = f.readString(modelPath); err != nil {
+	if id.Model, err = f.str(f.dir, modelPath); err != nil {
 		g.add(modelPath, err)
 	}
-	if b, err := f.readFile(releasePath); err != nil {
+	if b, err := f.File(f.dir, releasePath); err != nil {
 		g.add(releasePath, err)
 	} else {
 		vars, perr := parseShellText(string(b))
@@ -42,11 +44,11 @@ func (f *reader) readIdentity(g *gaps) Identity {
 		}
 		id.Target = vars["DISTRIB_TARGET"]
 	}
-	b, err := f.readFile(compatiblePath)
+	b, err := f.File(f.dir, compatiblePath)
 	switch {
 	case err == nil:
 		id.Compatible = parseCompatible(b)
-	case errors.Is(err, fs.ErrNotExist) && !f.statExists(deviceTreeDir):
+	case errors.Is(err, fs.ErrNotExist) && !f.Exists(f.dir, deviceTreeDir):
 		// no device tree (x86)
 	default:
 		g.add(compatiblePath, err)
@@ -72,7 +74,7 @@ func parseCompatible(b []byte) []string {
 // assignment or has an unterminated quote is an error (other lines are
 // still returned).
 func parseShellAssignments(r io.Reader) (map[string]string, error) {
-	b, err := io.ReadAll(io.LimitReader(r, maxSmallFile))
+	b, err := io.ReadAll(io.LimitReader(r, kfs.MaxFile))
 	if err != nil {
 		return map[string]string{}, err
 	}

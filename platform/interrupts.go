@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/kfs"
 )
 
 // IRQs, from proc/interrupts (kernel/irq/proc.c show_interrupts) and
@@ -37,7 +38,7 @@ const maxIRQLine = 1 << 20
 // skipped and reported in the returned error (joined), alongside the rows
 // that could; a missing header is an error with no rows.
 func parseInterrupts(r io.Reader) ([]IRQ, error) {
-	b, err := io.ReadAll(io.LimitReader(r, maxSmallFile))
+	b, err := io.ReadAll(io.LimitReader(r, kfs.MaxFile))
 	if err != nil {
 		return nil, fmt.Errorf("interrupts: %w", err)
 	}
@@ -170,7 +171,7 @@ func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 // readIRQs reads proc/interrupts and each IRQ's smp_affinity.
 func (f *reader) readIRQs(g *gaps) []IRQ {
-	b, err := f.readFile(interruptsPath)
+	b, err := f.File(f.dir, interruptsPath)
 	if err != nil {
 		g.add(interruptsPath, err)
 		return []IRQ{}
@@ -184,7 +185,7 @@ func (f *reader) readIRQs(g *gaps) []IRQ {
 	}
 	for i := range irqs {
 		rel := irqDir + "/" + itoa(irqs[i].Number) + "/smp_affinity"
-		s, err := f.readString(rel)
+		s, err := f.str(f.dir, rel)
 		if err != nil {
 			g.add(rel, err)
 			continue

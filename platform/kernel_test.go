@@ -14,6 +14,7 @@ import (
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/internal/netnstest"
+	"github.com/packet-steering/packet-steering/internal/testenv"
 )
 
 // TestRealKernelVeth reads the real kernel inside a fresh network namespace
@@ -27,6 +28,7 @@ func TestRealKernelVeth(t *testing.T) {
 		kernelChild(t)
 		return
 	}
+	testenv.Short(t, "kernel test")
 	ns := netnstest.New(t, "pa")
 	// Unique names: NAPI threads are visible host-wide, and other tests
 	// may create veths at the same time.

@@ -14,7 +14,7 @@ import (
 	"syscall"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
-	"golang.org/x/sys/unix"
+	"github.com/packet-steering/packet-steering/internal/kfs"
 )
 
 // Processes, from proc/PID (Documentation/filesystems/proc.rst, fs/proc/
@@ -172,7 +172,7 @@ func parseUintBytes(b []byte) (uint64, bool) {
 // parseCpusAllowedList returns the Cpus_allowed_list value of
 // proc/PID/status (fs/proc/array.c task_cpus_allowed).
 func parseCpusAllowedList(r io.Reader) (string, error) {
-	b, err := io.ReadAll(io.LimitReader(r, maxSmallFile))
+	b, err := io.ReadAll(io.LimitReader(r, kfs.MaxFile))
 	if err != nil {
 		return "", err
 	}
@@ -224,16 +224,16 @@ func parseNAPIName(comm string) (owner string, id int, ok bool) {
 // Processes that exit during the scan are skipped silently; that is not a
 // gap.
 func (f *reader) readProcesses(ctx context.Context, g *gaps) ([]NAPIThread, []string) {
-	pfd, err := f.openDirAt(f.dir, procDir)
+	pfd, err := f.Sub(f.dir, procDir)
 	if err != nil {
 		g.add(procDir, err)
 		return nil, nil
 	}
-	defer unix.Close(pfd)
+	defer pfd.Close()
 	// Only the numeric entries are processes; a router has about as many
 	// other entries, which are not kept.
 	var names []string
-	err = f.eachEntry(pfd, procDir, func(e []byte) {
+	err = f.Names(pfd, func(e []byte) {
 		if len(e) != 0 && isDigit(e[0]) {
 			names = append(names, string(e))
 		}
@@ -257,7 +257,7 @@ func (f *reader) readProcesses(ctx context.Context, g *gaps) ([]NAPIThread, []st
 		if !ok || pid <= 0 {
 			continue
 		}
-		b, err := f.readAttrIn(pfd, n, "stat")
+		b, err := f.Attr(pfd, n, "stat")
 		if err != nil {
 			if !vanished(err) {
 				g.add(procDir+"/"+n+"/stat", err)
@@ -289,7 +289,7 @@ func (f *reader) readProcesses(ctx context.Context, g *gaps) ([]NAPIThread, []st
 		name := string(st.comm)
 		owner, id, _ := parseNAPIName(name)
 		t := NAPIThread{PID: pid, Name: name, Owner: owner, NAPIID: id}
-		if b, err = f.readAttrIn(pfd, n, "status"); err == nil {
+		if b, err = f.Attr(pfd, n, "status"); err == nil {
 			if t.CPUs, err = cpusAllowedList(b); err != nil {
 				err = &fs.PathError{Op: "parse", Path: procDir + "/" + n + "/status", Err: err}
 			}

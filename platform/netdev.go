@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/packet-steering/packet-steering/internal/kfs"
 )
 
 // Network devices, from sys/class/net (Documentation/ABI/testing/
@@ -38,7 +38,7 @@ type deviceWork struct {
 // listDevices lists sys/class/net; nil when it cannot be listed (recorded
 // in g).
 func (f *reader) listDevices(g *gaps) *deviceWork {
-	names, err := f.readDirNames(classNetDir)
+	names, err := f.names(f.dir, classNetDir)
 	if err != nil {
 		g.add(classNetDir, err)
 		return nil
@@ -69,39 +69,32 @@ const kindPending = ""
 func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
 	dir := classNetDir + "/" + name
 	d := Device{Name: name, RxQueues: []RxQueue{}, TxQueues: []TxQueue{}}
-	// Files are opened relative to the device directory held open (at
-	// base ""), so the sys/class/net link is walked once; when it cannot
-	// be opened, relative to the root (at base dir/), so that each file
-	// still gets its own gap. Gaps name the sys/class/net path a user
-	// knows.
-	at, base := f.dir, dir+"/"
-	devfd, derr := f.openDirAt(f.dir, dir)
-	if derr == nil {
-		defer unix.Close(devfd)
-		at, base = devfd, ""
+	// Files are read below the device directory held open, so the
+	// sys/class/net link is walked once. Gaps name the sys/class/net path
+	// a user knows.
+	dev, err := f.Sub(f.dir, dir)
+	if err != nil {
+		g.add(dir, err)
+		return d, false
 	}
-	var err error
+	defer dev.Close()
 	if !f.inputsOnly {
-		if d.Ifindex, err = f.readIntAt(at, base+"ifindex"); err != nil {
+		if d.Ifindex, err = f.num(dev, "ifindex"); err != nil {
 			g.add(dir+"/ifindex", err)
 		}
-		if d.OperState, err = f.readStringAt(at, base+"operstate"); err != nil {
+		if d.OperState, err = f.str(dev, "operstate"); err != nil {
 			g.add(dir+"/operstate", err)
 		}
 	}
-	if b, err := f.readAttrAt(at, base+"threaded"); err == nil {
+	if b, err := f.Attr(dev, "threaded"); err == nil {
 		// "0"/"1"; newer kernels may print other non-zero modes.
 		s := trimNewlines(b)
 		d.Threaded = len(s) != 0 && string(s) != "0" && string(s) != "disabled"
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		g.add(dir+"/threaded", err)
 	}
-	if derr != nil {
-		g.add(dir, derr)
-		return d, false
-	}
 	var hasPhy, hasDevice, hasBridge, hasDSA, hasMaster, hasBrport, hasQueues bool
-	err = f.eachEntry(devfd, dir, func(e []byte) {
+	err = f.Names(dev, func(e []byte) {
 		switch string(e) {
 		case "phy80211":
 			hasPhy = true
@@ -132,15 +125,15 @@ func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
 	sort.Strings(d.Lowers)
 	sort.Strings(d.Uppers)
 	if hasPhy {
-		if d.Phy, err = f.readStringAt(devfd, "phy80211/name"); err != nil {
+		if d.Phy, err = f.str(dev, "phy80211/name"); err != nil {
 			g.add(dir+"/phy80211/name", err)
 		}
-		if d.PhyIndex, err = f.readIntAt(devfd, "phy80211/index"); err != nil {
+		if d.PhyIndex, err = f.num(dev, "phy80211/index"); err != nil {
 			g.add(dir+"/phy80211/index", err)
 		}
 		if d.Phy == "" {
 			// Keep the wifi kind even when the phy files are unreadable.
-			d.Phy, _ = f.linkBaseAt(devfd, "phy80211")
+			d.Phy, _ = f.LinkBase(dev, "phy80211")
 		}
 	}
 	if hasDevice {
@@ -149,12 +142,12 @@ func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
 		if r, err := f.resolveLink(dir); err == nil {
 			real = r
 		}
-		if t, err := f.readlinkAt(devfd, "device"); err != nil {
+		if t, err := f.Readlink(dev, "device"); err != nil {
 			g.add(dir+"/device", err)
 		} else if d.BusDevice, err = joinLink(real+"/device", t); err != nil {
 			g.add(dir+"/device", err)
 		}
-		if drv, err := f.linkBaseAt(devfd, "device/driver"); err == nil {
+		if drv, err := f.LinkBase(dev, "device/driver"); err == nil {
 			d.Driver = drv
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			g.add(dir+"/device/driver", err)
@@ -164,50 +157,50 @@ func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
 		d.Kind = KindBridge
 	}
 	if hasBridge && !f.inputsOnly {
-		ports, err := f.readDirNamesAt(devfd, "brif")
+		ports, err := f.names(dev, "brif")
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			g.add(dir+"/brif", err)
 		}
 		d.BridgePorts = ports
 	}
 	if hasDSA {
-		if d.DSATagging, err = f.readStringAt(devfd, "dsa/tagging"); err != nil {
+		if d.DSATagging, err = f.str(dev, "dsa/tagging"); err != nil {
 			g.add(dir+"/dsa/tagging", err)
 		}
 	}
 	if f.inputsOnly {
 		// the master is no input of any decision
 	} else if hasMaster {
-		if m, err := f.linkBaseAt(devfd, "master"); err == nil {
+		if m, err := f.LinkBase(dev, "master"); err == nil {
 			d.Master = m
 		} else {
 			g.add(dir+"/master", err)
 		}
 	} else if hasBrport {
-		if m, err := f.linkBaseAt(devfd, "brport/bridge"); err == nil {
+		if m, err := f.LinkBase(dev, "brport/bridge"); err == nil {
 			d.Master = m
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			g.add(dir+"/brport/bridge", err)
 		}
 	}
 	if hasQueues {
-		d.RxQueues, d.TxQueues = f.readQueues(devfd, dir+"/queues", g)
+		d.RxQueues, d.TxQueues = f.readQueues(dev, dir+"/queues", g)
 	} else {
 		g.add(dir+"/queues", fs.ErrNotExist)
 	}
 	return d, hasDevice
 }
 
-// readQueues reads queues/rx-N and tx-N below the device directory devfd,
+// readQueues reads queues/rx-N and tx-N below the device directory dev,
 // ordered by N; gaps are named below dir.
-func (f *reader) readQueues(devfd int, dir string, g *gaps) ([]RxQueue, []TxQueue) {
-	qfd, err := f.openDirAt(devfd, "queues")
+func (f *reader) readQueues(dev kfs.Dir, dir string, g *gaps) ([]RxQueue, []TxQueue) {
+	qfd, err := f.Sub(dev, "queues")
 	if err != nil {
 		g.add(dir, err)
 		return []RxQueue{}, []TxQueue{}
 	}
-	defer unix.Close(qfd)
-	names, err := f.dirNames(qfd, dir)
+	defer qfd.Close()
+	names, err := f.names(qfd)
 	if err != nil {
 		g.add(dir, err)
 		return []RxQueue{}, []TxQueue{}
@@ -223,22 +216,22 @@ func (f *reader) readQueues(devfd int, dir string, g *gaps) ([]RxQueue, []TxQueu
 		if i, ok := queueIndex(n, "rx-"); ok {
 			q := RxQueue{Index: i, Name: n}
 			var err error
-			if q.RPSCPUs, err = f.readStringIn(qfd, n, "rps_cpus"); err != nil {
+			if q.RPSCPUs, err = f.str(qfd, n, "rps_cpus"); err != nil {
 				g.add(dir+"/"+n+"/rps_cpus", err)
 			}
-			if q.RPSFlowCnt, err = f.readIntIn(qfd, n, "rps_flow_cnt"); err != nil {
+			if q.RPSFlowCnt, err = f.num(qfd, n, "rps_flow_cnt"); err != nil {
 				g.add(dir+"/"+n+"/rps_flow_cnt", err)
 			}
 			rx = append(rx, q)
 		} else if i, ok := queueIndex(n, "tx-"); ok {
 			q := TxQueue{Index: i, Name: n}
 			var err error
-			if q.XPSCPUs, err = f.readStringIn(qfd, n, "xps_cpus"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if q.XPSCPUs, err = f.str(qfd, n, "xps_cpus"); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				g.add(dir+"/"+n+"/xps_cpus", err)
 			}
 			if f.inputsOnly {
 				// not an input of any decision
-			} else if q.XPSRxQs, err = f.readStringIn(qfd, n, "xps_rxqs"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			} else if q.XPSRxQs, err = f.str(qfd, n, "xps_rxqs"); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				g.add(dir+"/"+n+"/xps_rxqs", err)
 			}
 			tx = append(tx, q)

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/packet-steering/packet-steering/internal/testenv"
 )
 
 func TestParseInterrupts(t *testing.T) {
@@ -37,8 +39,8 @@ MIS:          0
 		{Number: 71, Name: "cascade", Chip: "XT-PIC", Counts: []uint64{0, 0, 0, 0}, Queue: -1},
 		{Number: 72, Name: "x", Chip: "dummy", Counts: []uint64{0, 0, 0, 0}, Queue: -1},
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("parseInterrupts:\n got %+v\nwant %+v", got, want)
+	if d := testenv.Diff(want, got); d != "" {
+		t.Errorf("parseInterrupts (-want +got):\n%s", d)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/packet-steering/packet-steering/internal/kfs"
 )
 
 // Read reads the machine below root ("/" on a router, or a fixture root)
@@ -143,7 +145,7 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 	var writerGaps gaps
 	s.Writers = f.readWriters(&writerGaps, s.Processes)
 	if sc != nil {
-		sc.bufs = [2]buffers{f.buffers(), second.buffers()}
+		sc.bufs = [2]kfs.Reader{f.buffers(), second.buffers()}
 		f.pool.Put(sc)
 	}
 	s.Devices = []Device{}

@@ -14,27 +14,10 @@ import (
 	"testing"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"github.com/packet-steering/packet-steering/platform/fixture"
+	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 )
-
-// buildPreset writes a preset below a temp dir and returns the root.
-func buildPreset(t testing.TB, name string) string {
-	t.Helper()
-	spec, ok := fixture.Preset(name)
-	if !ok {
-		t.Fatalf("no preset %q", name)
-	}
-	return buildSpec(t, spec)
-}
-
-func buildSpec(t testing.TB, spec fixture.Spec) string {
-	t.Helper()
-	root := t.TempDir()
-	if err := fixture.Build(root, spec); err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
 
 func readRoot(t testing.TB, root string) *Snapshot {
 	t.Helper()
@@ -210,7 +193,7 @@ func TestPresetsDetectedStructure(t *testing.T) {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
-			s := readRoot(t, buildPreset(t, name))
+			s := readRoot(t, fixturetest.Root(t, name, nil))
 			if len(s.Gaps) != 0 {
 				t.Errorf("gaps on a complete fixture: %+v", s.Gaps)
 			}
@@ -366,7 +349,7 @@ func TestPresetsDetectedStructure(t *testing.T) {
 
 // TestBridgeAndDSALinks checks the stacked-device links on bcm53xx.
 func TestBridgeAndDSALinks(t *testing.T) {
-	s := readRoot(t, buildPreset(t, "bcm53xx"))
+	s := readRoot(t, fixturetest.Root(t, "bcm53xx", nil))
 	br := devByName(s, "br-lan")
 	if !reflect.DeepEqual(br.BridgePorts, []string{"lan1", "lan2", "lan3", "lan4"}) {
 		t.Errorf("br-lan ports %v", br.BridgePorts)
@@ -397,7 +380,7 @@ func TestBridgeAndDSALinks(t *testing.T) {
 // TestServer48Masks checks comma-grouped masks and numeric orders on the
 // 48-CPU preset.
 func TestServer48Masks(t *testing.T) {
-	s := readRoot(t, buildPreset(t, "server-48"))
+	s := readRoot(t, fixturetest.Root(t, "server-48", nil))
 	eth0 := devByName(s, "eth0")
 	if eth0.RxQueues[10].Name != "rx-10" || eth0.RxQueues[2].Name != "rx-2" {
 		t.Errorf("queues out of numeric order: %s, %s", eth0.RxQueues[2].Name, eth0.RxQueues[10].Name)
@@ -432,9 +415,9 @@ func TestJSONRoundTrip(t *testing.T) {
 				spec.Config["packet_steering"] = steeringConfText
 				spec.Devices[1].RPS = []string{"e"}
 				spec.Devices[1].FlowCnt = []int{512}
-				root = buildSpec(t, spec)
+				root = fixturetest.Build(t, spec)
 			} else {
-				root = buildPreset(t, name)
+				root = fixturetest.Root(t, name, nil)
 			}
 			s := readRoot(t, root)
 			b, err := json.Marshal(s)
@@ -445,8 +428,8 @@ func TestJSONRoundTrip(t *testing.T) {
 			if err := json.Unmarshal(b, &back); err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(*s, back) {
-				t.Errorf("round trip differs:\n%+v\n%+v", *s, back)
+			if d := testenv.Diff(*s, back); d != "" {
+				t.Errorf("round trip differs (-read +decoded):\n%s", d)
 			}
 			b2, _ := json.Marshal(&back)
 			if string(b) != string(b2) {
@@ -479,14 +462,14 @@ func TestSteeringConfig(t *testing.T) {
 	spec, _ := fixture.Preset("mt7621")
 	spec.Config["packet_steering"] = steeringConfText
 	spec.Config["network"] = "config globals\n\toption packet_steering '2'\n\toption steering_flows '128'\n"
-	s := readRoot(t, buildSpec(t, spec))
+	s := readRoot(t, fixturetest.Build(t, spec))
 	want := &SteeringConfig{Mode: "custom", Flows: "256", Devices: []DeviceOverride{
 		{Name: "eth0", RPSCPUs: "2", XPSCPUs: "1", NAPICPUs: "2-3", Flows: "128",
 			QueueRPSCPUs: map[string]string{"rx-0": "4", "rx-1": "8"}},
 		{Name: "wlan0"},
 	}}
-	if !reflect.DeepEqual(s.Config.Steering, want) {
-		t.Errorf("steering config\n got %+v\nwant %+v", s.Config.Steering, want)
+	if d := testenv.Diff(want, s.Config.Steering); d != "" {
+		t.Errorf("steering config (-want +got):\n%s", d)
 	}
 	if s.Config.PacketSteering != "2" || !s.Config.PacketSteeringSet || s.Config.SteeringFlows != "128" {
 		t.Errorf("network globals (anonymous section): %+v", s.Config)
@@ -500,7 +483,7 @@ func TestConfigParseErrorsAndAbsence(t *testing.T) {
 	spec, _ := fixture.Preset("bcm53xx")
 	spec.Config["firewall"] = "config defaults\n\toption flow_offloading '1\n"
 	delete(spec.Config, "network")
-	s := readRoot(t, buildSpec(t, spec))
+	s := readRoot(t, fixturetest.Build(t, spec))
 	if len(s.Config.Errors) != 1 || s.Config.Errors[0].Path != "etc/config/firewall" {
 		t.Errorf("config errors %+v, want etc/config/firewall", s.Config.Errors)
 	}
@@ -623,7 +606,7 @@ func TestGapsNotFatal(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			root := buildPreset(t, "ipq807x")
+			root := fixturetest.Root(t, "ipq807x", nil)
 			if err := tc.edit(root); err != nil {
 				t.Fatal(err)
 			}
@@ -673,7 +656,7 @@ func TestReadErrors(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := Read(ctx, buildPreset(t, "bcm53xx")); !errors.Is(err, context.Canceled) {
+	if _, err := Read(ctx, fixturetest.Root(t, "bcm53xx", nil)); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled ctx: %v", err)
 	}
 	// An empty directory is a machine with nothing visible: all gaps.
@@ -705,7 +688,7 @@ func TestDeviceKindsEdgeCases(t *testing.T) {
 		},
 		RPSSockFlowEntries: 32768,
 	}
-	s := readRoot(t, buildSpec(t, spec))
+	s := readRoot(t, fixturetest.Build(t, spec))
 	kinds := map[string]string{}
 	for _, d := range s.Devices {
 		kinds[d.Name] = d.Kind
@@ -744,7 +727,7 @@ func TestDeviceKindsEdgeCases(t *testing.T) {
 func TestMtkEthPrefersConduit(t *testing.T) {
 	spec, _ := fixture.Preset("mt7621")
 	spec.Devices = append(spec.Devices, fixture.Device{Name: "eth-a", Driver: "mtk_soc_eth", Bus: "platform/1e100000.ethernet"})
-	s := readRoot(t, buildSpec(t, spec))
+	s := readRoot(t, fixturetest.Build(t, spec))
 	for _, th := range s.NAPIThreads {
 		if th.Owner == "mtk_eth" && th.Device != "eth0" {
 			t.Errorf("%s -> %q, want eth0", th.Name, th.Device)
@@ -756,7 +739,7 @@ func TestOfflineCPU(t *testing.T) {
 	spec, _ := fixture.Preset("x86-8")
 	spec.CPUs[5].Offline = true
 	spec.CPUs[4].Core = 5 // so CPU 4 would pair with 5 if offline CPUs counted
-	s := readRoot(t, buildSpec(t, spec))
+	s := readRoot(t, fixturetest.Build(t, spec))
 	if len(s.CPUs) != 8 || s.CPUs[5].Online || !s.CPUs[4].Online {
 		t.Fatalf("cpus %+v", s.CPUs)
 	}
@@ -774,7 +757,7 @@ func TestOfflineCPU(t *testing.T) {
 // TestNoDuplicateDeviceNames guards the device listing (names come only
 // from sys/class/net).
 func TestDevicesSortedByName(t *testing.T) {
-	s := readRoot(t, buildPreset(t, "mochabin"))
+	s := readRoot(t, fixturetest.Root(t, "mochabin", nil))
 	names := make([]string, len(s.Devices))
 	for i, d := range s.Devices {
 		names[i] = d.Name

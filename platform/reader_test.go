@@ -11,13 +11,16 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/packet-steering/packet-steering/internal/testenv"
+	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 )
 
 // A Reader gives the same snapshot as Read, call after call.
 func TestReaderSameAsRead(t *testing.T) {
 	for _, preset := range []string{"ipq807x", "mt7621", "x86-8-threaded"} {
 		t.Run(preset, func(t *testing.T) {
-			root := buildPreset(t, preset)
+			root := fixturetest.Root(t, preset, nil)
 			want := readRoot(t, root)
 			r := NewReader()
 			for i := 0; i < 3; i++ {
@@ -25,8 +28,8 @@ func TestReaderSameAsRead(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !reflect.DeepEqual(got, want) {
-					t.Fatalf("call %d: Reader.Read differs from Read:\n got %+v\nwant %+v", i, got, want)
+				if d := testenv.Diff(want, got); d != "" {
+					t.Fatalf("call %d: Reader.Read differs from Read (-Read +Reader.Read):\n%s", i, d)
 				}
 			}
 		})
@@ -36,7 +39,7 @@ func TestReaderSameAsRead(t *testing.T) {
 // A config file changed between two reads is parsed again, even when its
 // size and modification time stay the same (the memo keys on contents).
 func TestReaderSeesConfigChanges(t *testing.T) {
-	root := buildPreset(t, "ipq807x")
+	root := fixturetest.Root(t, "ipq807x", nil)
 	path := filepath.Join(root, "etc/config/network")
 	stamp := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	write := func(text string) {
@@ -79,7 +82,7 @@ func TestReaderSeesConfigChanges(t *testing.T) {
 
 // Reads of one Reader may run at once (run with -race).
 func TestReaderConcurrent(t *testing.T) {
-	root := buildPreset(t, "ipq807x")
+	root := fixturetest.Root(t, "ipq807x", nil)
 	want := readRoot(t, root)
 	r := NewReader()
 	var wg sync.WaitGroup
@@ -127,7 +130,7 @@ func TestReaderBadRoot(t *testing.T) {
 func TestReadInputs(t *testing.T) {
 	for _, preset := range []string{"ipq807x", "mt7621", "x86-8-threaded", "server-48"} {
 		t.Run(preset, func(t *testing.T) {
-			root := buildPreset(t, preset)
+			root := fixturetest.Root(t, preset, nil)
 			want := readRoot(t, root)
 			for i := range want.Devices {
 				d := &want.Devices[i]
@@ -140,12 +143,12 @@ func TestReadInputs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("ReadInputs:\n got %+v\nwant %+v", got, want)
+			if d := testenv.Diff(want, got); d != "" {
+				t.Fatalf("ReadInputs (-want +got):\n%s", d)
 			}
 		})
 	}
-	root := buildPreset(t, "ipq807x")
+	root := fixturetest.Root(t, "ipq807x", nil)
 	if err := os.Remove(filepath.Join(root, "sys/devices/virtual/net/lo/ifindex")); err != nil {
 		t.Fatal(err)
 	}
@@ -187,8 +190,8 @@ func TestDirNames(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.dentsSize = 512 // many calls
-		got, err := r.readDirNames(".")
+		r.DentsSize = 512 // many calls
+		got, err := r.names(r.dir, ".")
 		r.close()
 		if err != nil {
 			t.Fatal(err)
@@ -217,11 +220,11 @@ func TestReadBigFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := r.sibling() // the smaller first buffer
-		got, err := s.readString("f")
+		got, err := s.str(s.dir, "f")
 		if err != nil || got != want {
 			t.Errorf("%d bytes: readString gave %d bytes, %v", n, len(got), err)
 		}
-		b, err := r.readFile("f")
+		b, err := r.File(r.dir, "f")
 		if err != nil || string(b) != want+"\n" {
 			t.Errorf("%d bytes: readFile gave %d bytes, %v", n, len(b), err)
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/kfs"
 )
 
 // Softnet counters, from proc/net/softnet_stat (net/core/net-procfs.c
@@ -24,7 +25,7 @@ const softnetPath = "proc/net/softnet_stat"
 // parseSoftnet parses proc/net/softnet_stat. A row with fewer than 9 fields
 // or a non-hex field is an error (rows before it are returned).
 func parseSoftnet(r io.Reader) ([]SoftnetStat, error) {
-	b, err := io.ReadAll(io.LimitReader(r, maxSmallFile))
+	b, err := io.ReadAll(io.LimitReader(r, kfs.MaxFile))
 	if err != nil {
 		return []SoftnetStat{}, fmt.Errorf("softnet_stat: %w", err)
 	}
@@ -125,7 +126,7 @@ func parseHex32(b []byte) (uint64, bool) {
 }
 
 func (f *reader) readSoftnet(g *gaps) []SoftnetStat {
-	b, err := f.readFile(softnetPath)
+	b, err := f.File(f.dir, softnetPath)
 	if err != nil {
 		g.add(softnetPath, err)
 		return []SoftnetStat{}
@@ -144,7 +145,7 @@ const rpsSockFlowEntriesPath = "proc/sys/net/core/rps_sock_flow_entries"
 // readRPSSockFlowEntries returns the sysctl, or -1 when it is unreadable
 // (kernels without CONFIG_RPS have no such file).
 func (f *reader) readRPSSockFlowEntries(g *gaps) int {
-	n, err := f.readInt(rpsSockFlowEntriesPath)
+	n, err := f.num(f.dir, rpsSockFlowEntriesPath)
 	if err != nil {
 		g.add(rpsSockFlowEntriesPath, err)
 		return -1

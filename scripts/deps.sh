@@ -10,6 +10,7 @@ need ip iproute2
 need xz xz-utils
 if [ "${1:-test}" = test ]; then
 	need ethtool ethtool
+	need gcc gcc # cgo, which the race detector needs
 	need shellcheck shellcheck
 	need iperf3 iperf3
 	need busybox busybox

@@ -12,25 +12,8 @@ import (
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform/fixture"
+	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 )
-
-// presetRoot builds a fixture root from a preset, changed by tweak (nil: as
-// it is).
-func presetRoot(tb testing.TB, name string, tweak func(*fixture.Spec)) string {
-	tb.Helper()
-	spec, ok := fixture.Preset(name)
-	if !ok {
-		tb.Fatalf("no preset %q", name)
-	}
-	if tweak != nil {
-		tweak(&spec)
-	}
-	root := tb.TempDir()
-	if err := fixture.Build(root, spec); err != nil {
-		tb.Fatalf("build %s: %v", name, err)
-	}
-	return root
-}
 
 // userNAPIProcesses returns the status files of user processes named like
 // NAPI threads, which must never be touched.
@@ -55,7 +38,7 @@ func TestApplyIdempotentOnPresets(t *testing.T) {
 		for _, mode := range Modes {
 			t.Run(name+"/"+string(mode), func(t *testing.T) {
 				spec, _ := fixture.Preset(name)
-				root := presetRoot(t, name, nil)
+				root := fixturetest.Root(t, name, nil)
 				users := userNAPIStatus(t, root, spec)
 				e := NewEngine(root, WithClock(func() time.Time { return time.Unix(1700000000, 0) }))
 				res, err := e.SetMode(ctx, SetModeRequest{Mode: mode, Flows: intp(64), Reason: "test"})
@@ -107,7 +90,7 @@ func TestApplyIdempotentOnPresets(t *testing.T) {
 
 func TestApplyFixtureThreadAffinity(t *testing.T) {
 	ctx := context.Background()
-	root := presetRoot(t, "ipq807x", nil)
+	root := fixturetest.Root(t, "ipq807x", nil)
 	e := NewEngine(root)
 	if _, err := e.SetMode(ctx, SetModeRequest{Mode: ModeAuto}); err != nil {
 		t.Fatal(err)
@@ -142,7 +125,7 @@ func TestApplyFixtureThreadAffinity(t *testing.T) {
 
 func TestEngineApplyOneDevice(t *testing.T) {
 	ctx := context.Background()
-	root := presetRoot(t, "ipq807x", nil)
+	root := fixturetest.Root(t, "ipq807x", nil)
 	e := NewEngine(root)
 	for _, dev := range []string{"eth9", "../eth0", "eth0/queues", ""} {
 		if dev == "" {
@@ -188,7 +171,7 @@ func TestEngineApplyOneDevice(t *testing.T) {
 
 func TestQueues(t *testing.T) {
 	ctx := context.Background()
-	root := presetRoot(t, "ipq807x", nil)
+	root := fixturetest.Root(t, "ipq807x", nil)
 	e := NewEngine(root)
 	if _, err := e.Queues(ctx, "nope0"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("unknown device: %v", err)
@@ -244,7 +227,7 @@ func TestStatusOffloadAndPlatform(t *testing.T) {
 	for _, tc := range []struct {
 		preset, offload string
 	}{{"bcm53xx", OffloadNone}, {"bcm53xx-sw", OffloadSoftware}, {"bcm53xx-hw", OffloadHardware}} {
-		st, err := NewEngine(presetRoot(t, tc.preset, nil)).Status(ctx)
+		st, err := NewEngine(fixturetest.Root(t, tc.preset, nil)).Status(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -268,7 +251,7 @@ func tenDevices(s *fixture.Spec) {
 }
 
 func TestTenDeviceFixture(t *testing.T) {
-	root := presetRoot(t, "ipq807x", tenDevices)
+	root := fixturetest.Root(t, "ipq807x", tenDevices)
 	snap, err := NewEngine(root).Snapshot(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -295,7 +278,7 @@ func BenchmarkApply(b *testing.B) {
 		toggle bool
 	}{{"in-sync", false}, {"toggle", true}} {
 		b.Run(bc.name, func(b *testing.B) {
-			root := presetRoot(b, "ipq807x", tenDevices)
+			root := fixturetest.Root(b, "ipq807x", tenDevices)
 			e := NewEngine(root)
 			if _, err := e.SetMode(ctx, SetModeRequest{Mode: ModeAuto}); err != nil {
 				b.Fatal(err)
@@ -327,7 +310,7 @@ func BenchmarkApply(b *testing.B) {
 
 func TestViewCache(t *testing.T) {
 	ctx := context.Background()
-	root := presetRoot(t, "ipq807x", nil)
+	root := fixturetest.Root(t, "ipq807x", nil)
 	rps := filepath.Join(root, "sys/class/net/eth0/queues/rx-0/rps_cpus")
 	for _, tc := range []struct {
 		name string

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"github.com/packet-steering/packet-steering/platform"
 	"github.com/packet-steering/packet-steering/platform/fixture"
 )
@@ -45,8 +46,8 @@ func TestInputsDecideAsFullRead(t *testing.T) {
 					if errF != nil {
 						continue
 					}
-					if !reflect.DeepEqual(pf, pi) {
-						t.Errorf("mode %s flows %v: plans differ:\nfull   %+v\ninputs %+v", m, fl, pf, pi)
+					if d := testenv.Diff(pf, pi); d != "" {
+						t.Errorf("mode %s flows %v: plans differ (-full +inputs):\n%s", m, fl, d)
 					}
 					if inSync(pf) != inSync(pi) {
 						t.Errorf("mode %s: in_sync differs", m)

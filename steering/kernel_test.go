@@ -13,6 +13,7 @@ import (
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/internal/netnstest"
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -37,9 +38,7 @@ func TestKernelApply(t *testing.T) {
 		kernelChild(t)
 		return
 	}
-	if testing.Short() {
-		t.Skip("kernel test in -short mode")
-	}
+	testenv.Short(t, "kernel test")
 	ns := netnstest.New(t, "c2")
 	for _, v := range kernelVeths {
 		ns.AddVeth(t, v)

@@ -12,12 +12,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"github.com/packet-steering/packet-steering/platform"
+	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 )
 
 // lockHelperEnv marks the re-executed test binary as a lock-holding helper;
 // its value is the lock directory.
 const lockHelperEnv = "STEERING_LOCK_HELPER_DIR"
+
+// TestMain runs the package's tests, or, in a re-executed test binary, one
+// of the helper processes the tests start.
+func TestMain(m *testing.M) {
+	testenv.Main(m, map[string]func() int{
+		"lock":       func() int { return testenv.Exit(lockHelper()) },
+		"apply":      func() int { return testenv.Exit(applyHelper()) },
+		"uci-writer": func() int { return testenv.Exit(uciWriterHelper()) },
+	})
+}
 
 // holdLockRounds appends "begin ID" and "end ID" lines to dir/log while
 // holding the engine's locks, rounds times, with a pause inside.
@@ -52,17 +64,12 @@ func appendLine(path, line string) error {
 	return err
 }
 
-// TestLockHelperProcess is not a test: it is the body of the helper processes
-// TestLockSerialisesProcesses starts.
-func TestLockHelperProcess(t *testing.T) {
+// lockHelper is the body of the helper processes
+// TestLockSerialisesProcesses starts (see TestMain).
+func lockHelper() error {
 	dir := os.Getenv(lockHelperEnv)
-	if dir == "" {
-		t.Skip("helper process only")
-	}
 	e := NewEngine(dir, WithLockDir(dir))
-	if err := holdLockRounds(context.Background(), e, dir, fmt.Sprint(os.Getpid()), 30); err != nil {
-		t.Fatal(err)
-	}
+	return holdLockRounds(context.Background(), e, dir, fmt.Sprint(os.Getpid()), 30)
 }
 
 // checkNoInterleave verifies the log holds begin/end pairs of one holder.
@@ -86,18 +93,16 @@ func checkNoInterleave(t *testing.T, log string, wantPairs int) {
 	}
 }
 
-// runTwoHelpers runs two copies of this test binary at once, each running
-// only the named helper test with env set, and waits for both.
+// runTwoHelpers runs two copies of this test binary at once, each as the
+// named helper process (see TestMain) with env set, and waits for both.
 func runTwoHelpers(t *testing.T, helper, env string) {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var cmds []*exec.Cmd
 	for i := 0; i < 2; i++ {
-		c := exec.Command(exe, "-test.run", "^"+helper+"$", "-test.count=1")
-		c.Env = append(os.Environ(), env)
+		c, err := testenv.HelperCommand(helper, env)
+		if err != nil {
+			t.Fatal(err)
+		}
 		out := &strings.Builder{}
 		c.Stdout, c.Stderr = out, out
 		if err := c.Start(); err != nil {
@@ -114,7 +119,7 @@ func runTwoHelpers(t *testing.T, helper, env string) {
 
 func TestLockSerialisesProcesses(t *testing.T) {
 	dir := t.TempDir()
-	runTwoHelpers(t, "TestLockHelperProcess", lockHelperEnv+"="+dir)
+	runTwoHelpers(t, "lock", lockHelperEnv+"="+dir)
 	b, err := os.ReadFile(filepath.Join(dir, "log"))
 	if err != nil {
 		t.Fatal(err)
@@ -202,13 +207,10 @@ func (w logWriter) SetThreadAffinity(pid int, comm, cpus string) error {
 	return w.FSWriter.SetThreadAffinity(pid, comm, cpus)
 }
 
-// TestApplyHelperProcess is not a test: it is the body of the processes
-// TestAppliesFromTwoProcessesNeverInterleave starts.
-func TestApplyHelperProcess(t *testing.T) {
+// applyHelper is the body of the processes
+// TestAppliesFromTwoProcessesNeverInterleave starts (see TestMain).
+func applyHelper() error {
 	root := os.Getenv(applyHelperEnv)
-	if root == "" {
-		t.Skip("helper process only")
-	}
 	id := fmt.Sprint(os.Getpid())
 	log := filepath.Join(root, "applies.log")
 	e := NewEngine(root,
@@ -224,17 +226,18 @@ func TestApplyHelperProcess(t *testing.T) {
 	for i := 0; i < 12; i++ {
 		res, err := e.SetMode(context.Background(), SetModeRequest{Mode: modes[i%len(modes)]})
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if len(res.Failed) != 0 {
-			t.Fatalf("failed: %+v", res.Failed)
+			return fmt.Errorf("failed: %+v", res.Failed)
 		}
 	}
+	return nil
 }
 
 func TestAppliesFromTwoProcessesNeverInterleave(t *testing.T) {
-	root := presetRoot(t, "ipq807x", nil)
-	runTwoHelpers(t, "TestApplyHelperProcess", applyHelperEnv+"="+root)
+	root := fixturetest.Root(t, "ipq807x", nil)
+	runTwoHelpers(t, "apply", applyHelperEnv+"="+root)
 	b, err := os.ReadFile(filepath.Join(root, "applies.log"))
 	if err != nil {
 		t.Fatal(err)

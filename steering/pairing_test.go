@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"testing"
+
+	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 )
 
 // TestPairQueuesPresets: the one pairing, on every preset with threads.
@@ -118,7 +120,7 @@ func TestPairQueuesForwardAndReversed(t *testing.T) {
 // and both IRQs sit on CPU i.
 func TestVirtioQueuesRegression(t *testing.T) {
 	ctx := context.Background()
-	e := NewEngine(presetRoot(t, "virtio-4q", nil))
+	e := NewEngine(fixturetest.Root(t, "virtio-4q", nil))
 	if _, err := e.SetMode(ctx, SetModeRequest{Mode: ModeAuto}); err != nil {
 		t.Fatal(err)
 	}

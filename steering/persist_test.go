@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"github.com/packet-steering/packet-steering/internal/uci"
 )
 
@@ -220,16 +221,16 @@ func makeReadOnly(t *testing.T, dir string) {
 		return
 	}
 	if _, err := exec.LookPath("chattr"); err != nil {
-		t.Skip("needs chattr to make a directory read-only for root")
+		testenv.Skipf(t, "needs chattr to make a directory read-only for root")
 	}
 	if out, err := exec.Command("chattr", "+i", dir).CombinedOutput(); err != nil {
-		t.Skipf("chattr +i not supported here: %v %s", err, out)
+		testenv.Skipf(t, "chattr +i not supported here: %v %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("chattr", "-i", dir).Run() })
 	if f, err := os.CreateTemp(dir, "probe"); err == nil {
 		f.Close()
 		os.Remove(f.Name())
-		t.Skip("immutable directory still accepts files")
+		testenv.Skipf(t, "immutable directory still accepts files")
 	}
 }
 
@@ -319,13 +320,10 @@ func TestCorruptConfigKeepsLastGood(t *testing.T) {
 // its value is the config dir.
 const uciHelperEnv = "STEERING_UCI_HELPER_DIR"
 
-// TestUCIWriterHelperProcess is not a test: it is another process changing
-// packet_steering while TestSetModeRace runs.
-func TestUCIWriterHelperProcess(t *testing.T) {
+// uciWriterHelper is another process changing packet_steering while
+// TestSetModeRace runs (see TestMain).
+func uciWriterHelper() error {
 	dir := os.Getenv(uciHelperEnv)
-	if dir == "" {
-		t.Skip("helper process only")
-	}
 	for i := 0; i < 40; i++ {
 		err := uci.Update(dir, "packet_steering", func(p *uci.Package) error {
 			s := p.Section("@device[0]")
@@ -341,21 +339,20 @@ func TestUCIWriterHelperProcess(t *testing.T) {
 			return p.Set(s.Name, "rps_cpus", strconv.FormatInt(int64(i%15+1), 16))
 		})
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
+	return nil
 }
 
 func TestSetModeRace(t *testing.T) {
 	for round := 0; round < 5; round++ {
 		root := configRoot(t, map[string]string{"network": networkConfig})
 		dir := filepath.Join(root, "etc/config")
-		exe, err := os.Executable()
+		helper, err := testenv.HelperCommand("uci-writer", uciHelperEnv+"="+dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		helper := exec.Command(exe, "-test.run", "^TestUCIWriterHelperProcess$", "-test.count=1")
-		helper.Env = append(os.Environ(), uciHelperEnv+"="+dir)
 		var out strings.Builder
 		helper.Stdout, helper.Stderr = &out, &out
 		if err := helper.Start(); err != nil {
@@ -419,7 +416,7 @@ func TestSetModeDiskFull(t *testing.T) {
 		return
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("needs root for a private mount namespace")
+		testenv.Skipf(t, "needs root for a private mount namespace")
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -442,7 +439,7 @@ func TestSetModeDiskFull(t *testing.T) {
 
 func diskFullChild(t *testing.T, root string) {
 	if err := syscall.Mount("tmpfs", root, "tmpfs", 0, "size=64k"); err != nil {
-		t.Skipf("mount tmpfs: %v", err)
+		testenv.Skipf(t, "mount tmpfs: %v", err)
 	}
 	writeFixture(t, root, map[string]string{
 		"etc/config/network": networkConfig,

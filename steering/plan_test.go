@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -620,9 +621,7 @@ func BenchmarkPlanGrowthDevices(b *testing.B) {
 // linearly: 8x the devices (or CPUs and queues) may cost at most 24x the
 // time (linear is 8x, plus n log n sorting; quadratic would be 64x).
 func TestPlanGrowthLinear(t *testing.T) {
-	if testing.Short() {
-		t.Skip("timing test")
-	}
+	testenv.Short(t, "timing test")
 	// Best of 3 rounds of at least 100 ms each: robust against a busy VM.
 	measure := func(s *platform.Snapshot) float64 {
 		best := 0.0

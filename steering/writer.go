@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"path/filepath"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/kfs"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -69,60 +69,11 @@ func (w *FSWriter) ReadKnob(rel string) (string, error) {
 		return "", err
 	}
 	var stack [512]byte
-	b, err := readFileInto(p, stack[:0])
+	b, err := kfs.ReadPath(p, stack[:0])
 	if err != nil {
 		return "", err
 	}
 	return string(bytes.TrimSpace(b)), nil
-}
-
-// maxKnobFile bounds what readFileInto reads: knobs are at most a page,
-// a fixture's proc/PID/status some KiB.
-const maxKnobFile = 1 << 20
-
-// readFileInto reads the file at path with plain open/read/close system
-// calls, appending to buf: an apply reads every knob, and os.ReadFile's
-// fstat and netpoller registration (fcntl, epoll_ctl) would triple the
-// system calls per knob. Errors are *fs.PathError with the errno inside.
-func readFileInto(path string, buf []byte) ([]byte, error) {
-	fd, err := openRetry(path, unix.O_RDONLY)
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(fd)
-	for {
-		if len(buf) == cap(buf) {
-			if cap(buf) >= maxKnobFile {
-				return nil, &fs.PathError{Op: "read", Path: path, Err: errors.New("file too large")}
-			}
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
-		}
-		if n == 0 {
-			return buf, nil
-		}
-		buf = buf[:len(buf)+n]
-	}
-}
-
-// openRetry opens path (close-on-exec), retrying on EINTR.
-func openRetry(path string, flags int) (int, error) {
-	for {
-		fd, err := unix.Open(path, flags|unix.O_CLOEXEC, 0)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return -1, &fs.PathError{Op: "open", Path: path, Err: err}
-		}
-		return fd, nil
-	}
 }
 
 // WriteKnob implements Writer. The value goes out in one write(2), followed by
@@ -135,44 +86,12 @@ func (w *FSWriter) WriteKnob(rel, value string) error {
 	if err != nil {
 		return err
 	}
-	fd, err := openRetry(p, unix.O_WRONLY)
-	if err != nil {
+	if err := kfs.WritePath(p, []byte(value+"\n"), !w.real()); err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) && pe.Op == "close" {
+			return fmt.Errorf("close %s: %w", rel, err)
+		}
 		return err
-	}
-	data := []byte(value + "\n")
-	werr := writeAll(fd, data)
-	if werr != nil {
-		werr = &fs.PathError{Op: "write", Path: p, Err: werr}
-	} else if !w.real() {
-		if err := unix.Ftruncate(fd, int64(len(data))); err != nil {
-			werr = &fs.PathError{Op: "truncate", Path: p, Err: err}
-		}
-	}
-	cerr := unix.Close(fd)
-	if werr != nil {
-		return werr
-	}
-	if cerr != nil {
-		return fmt.Errorf("close %s: %w", rel, &fs.PathError{Op: "close", Path: p, Err: cerr})
-	}
-	return nil
-}
-
-// writeAll writes data to fd; a knob takes its value in one write(2), and
-// a short write (which a knob does not do) is continued.
-func writeAll(fd int, data []byte) error {
-	for len(data) > 0 {
-		n, err := unix.Write(fd, data)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return io.ErrShortWrite
-		}
-		data = data[n:]
 	}
 	return nil
 }
@@ -263,7 +182,7 @@ func (w *FSWriter) rewriteStatus(pid int, set cpuset.Set) error {
 	if err != nil {
 		return err
 	}
-	b, err := readFileInto(p, nil)
+	b, err := kfs.ReadPath(p, nil)
 	if err != nil {
 		return err
 	}

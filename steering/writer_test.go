@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -127,7 +128,7 @@ func TestFSWriterRealRootRefuses(t *testing.T) {
 	w := NewFSWriter("/")
 	comm, err := os.ReadFile("/proc/self/comm")
 	if err != nil {
-		t.Skip("no /proc")
+		testenv.Skipf(t, "no /proc")
 	}
 	self := os.Getpid()
 	var before unix.CPUSet

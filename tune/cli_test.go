@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/packet-steering/packet-steering/platform/fixture"
+	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 )
 
 func TestOptionsCheck(t *testing.T) {
@@ -130,20 +131,13 @@ func TestSaveRefusesTiesAndUnverifiedRestores(t *testing.T) {
 // ReadCounters needs, so the whole command runs on it.
 func fixtureWithCounters(t *testing.T, preset string) string {
 	t.Helper()
-	spec, ok := fixture.Preset(preset)
-	if !ok {
-		t.Fatalf("no preset %s", preset)
-	}
-	if spec.Files == nil {
-		spec.Files = map[string]string{}
-	}
-	spec.Files["proc/softirqs"] = "CPU0 CPU1\nNET_RX: 10 20\n"
-	spec.Files["proc/stat"] = "cpu 0 0 0 0 0 0 0 0\ncpu0 0 0 0 0 0 0 3 0\ncpu1 0 0 0 0 0 0 4 0\n"
-	root := t.TempDir()
-	if err := fixture.Build(root, spec); err != nil {
-		t.Fatal(err)
-	}
-	return root
+	return fixturetest.Root(t, preset, func(spec *fixture.Spec) {
+		if spec.Files == nil {
+			spec.Files = map[string]string{}
+		}
+		spec.Files["proc/softirqs"] = "CPU0 CPU1\nNET_RX: 10 20\n"
+		spec.Files["proc/stat"] = "cpu 0 0 0 0 0 0 0 0\ncpu0 0 0 0 0 0 0 3 0\ncpu1 0 0 0 0 0 0 4 0\n"
+	})
 }
 
 func TestMainOnFixture(t *testing.T) {

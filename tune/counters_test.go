@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/packet-steering/packet-steering/internal/testenv"
 )
 
 func TestParseSoftnet(t *testing.T) {
@@ -161,7 +163,7 @@ func TestReadCountersAndDeltas(t *testing.T) {
 
 func TestReadCountersLive(t *testing.T) {
 	if _, err := os.Stat("/proc/net/softnet_stat"); err != nil {
-		t.Skip("no /proc/net/softnet_stat")
+		testenv.Skipf(t, "no /proc/net/softnet_stat")
 	}
 	c, err := ReadCounters("/")
 	if err != nil {

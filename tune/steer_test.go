@@ -14,23 +14,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
-	"github.com/packet-steering/packet-steering/platform/fixture"
+	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 	"github.com/packet-steering/packet-steering/steering"
 )
-
-// buildPreset writes a fixture root of a preset router.
-func buildPreset(t *testing.T, name string) string {
-	t.Helper()
-	spec, ok := fixture.Preset(name)
-	if !ok {
-		t.Fatalf("no preset %s", name)
-	}
-	root := t.TempDir()
-	if err := fixture.Build(root, spec); err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
 
 // digest reads every regular file below root/sys and root/proc: the
 // whole machine state the applier could have touched.
@@ -96,7 +82,7 @@ func mustCandidates(t *testing.T, s string) []Candidate {
 }
 
 func TestEngineApplyRestoreOnFixture(t *testing.T) {
-	root := buildPreset(t, "bcm53xx")
+	root := fixturetest.Root(t, "bcm53xx", nil)
 	before := digest(t, root)
 	eng := steering.NewEngine(root)
 	st := NewMachine(eng, steering.NewFSWriter(root))
@@ -142,7 +128,7 @@ func TestEngineApplyRestoreOnFixture(t *testing.T) {
 }
 
 func TestEngineApplyFailureThenRestore(t *testing.T) {
-	root := buildPreset(t, "ipq807x")
+	root := fixturetest.Root(t, "ipq807x", nil)
 	before := digest(t, root)
 	eng := steering.NewEngine(root)
 	w := &faultWriter{FSWriter: steering.NewFSWriter(root), failPath: "sys/class/net/eth0/queues/rx-2/rps_cpus"}
@@ -190,7 +176,7 @@ func TestEngineApplyFailureThenRestore(t *testing.T) {
 // A whole sweep on a fixture with the real applier whose load fails in
 // the middle: the fixture is back as it was.
 func TestSweepLoadErrorRestoresFixture(t *testing.T) {
-	root := buildPreset(t, "ipq807x")
+	root := fixturetest.Root(t, "ipq807x", nil)
 	before := digest(t, root)
 	eng := steering.NewEngine(root)
 	st := NewMachine(eng, steering.NewFSWriter(root))
@@ -221,7 +207,7 @@ func (f loadFunc) Estimate() time.Duration                               { retur
 func (f loadFunc) String() string                                        { return "func" }
 
 func TestPlanCandidateRefusesUnknownDevice(t *testing.T) {
-	root := buildPreset(t, "bcm53xx")
+	root := fixturetest.Root(t, "bcm53xx", nil)
 	snap, err := steering.NewEngine(root).Snapshot(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +221,7 @@ func TestPlanCandidateRefusesUnknownDevice(t *testing.T) {
 }
 
 func TestLayoutFor(t *testing.T) {
-	root := buildPreset(t, "bcm53xx")
+	root := fixturetest.Root(t, "bcm53xx", nil)
 	snap, err := steering.NewEngine(root).Snapshot(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/internal/netnstest"
+	"github.com/packet-steering/packet-steering/internal/testenv"
 )
 
 // The testbed: three namespaces made by the test, client - router - server,
@@ -43,11 +44,9 @@ func TestTestbed(t *testing.T) {
 	}
 	netnstest.Skip(t)
 	if _, err := exec.LookPath("iperf3"); err != nil {
-		t.Skip("iperf3 not installed")
+		testenv.Skipf(t, "iperf3 not installed")
 	}
-	if testing.Short() {
-		t.Skip("kernel testbed skipped with -short")
-	}
+	testenv.Short(t, "kernel testbed")
 	id := os.Getpid() % 100000
 	routerIn, routerOut := fmt.Sprintf("tgr%da", id), fmt.Sprintf("tgr%db", id)
 	client := netnstest.New(t, "tgc")
@@ -216,7 +215,7 @@ func privateEtc(t *testing.T) {
 		}
 	}
 	if err := unix.Mount("overlay", "/etc", "overlay", 0, "lowerdir=/etc,upperdir="+upper+",workdir="+work); err != nil {
-		t.Skipf("cannot overlay /etc in the child's mount namespace: %v", err)
+		testenv.Skipf(t, "cannot overlay /etc in the child's mount namespace: %v", err)
 	}
 	t.Cleanup(func() { _ = unix.Unmount("/etc", unix.MNT_DETACH) })
 	if err := os.MkdirAll("/etc/config", 0o755); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -369,7 +370,7 @@ func TestLookupSignature(t *testing.T) {
 
 func TestAppliedEventAndNotify(t *testing.T) {
 	eng := newFakeEngine()
-	_, _, c := serve(t, eng)
+	o, _, c := serve(t, eng)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	events := make(chan []ubus.Attr, 4)
@@ -384,8 +385,14 @@ func TestAppliedEventAndNotify(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unsub()
-	// Give the broker's subscription notice time to reach the server.
-	time.Sleep(50 * time.Millisecond)
+	// Wait until the broker's subscription notice has reached the server:
+	// before it, the server does not know there is anyone to notify.
+	for deadline := time.Now().Add(2 * time.Second); !o.UbusObject().HasSubscribers(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the server never learnt of its subscriber")
+		}
+		runtime.Gosched()
+	}
 
 	if _, err := call(t, c, "apply", `{"dry_run":true}`); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -17,27 +16,13 @@ import (
 	"time"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
-	"github.com/packet-steering/packet-steering/platform/fixture"
+	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 	"github.com/packet-steering/packet-steering/steering"
 	"github.com/packet-steering/packet-steering/ubusobj"
 )
-
-// daemonFixture builds the demo router (the ipq807x preset: 4 CPUs, stock
-// live values) below a fresh directory.
-func daemonFixture(t testing.TB) string {
-	t.Helper()
-	spec, ok := fixture.Preset("demo")
-	if !ok {
-		t.Fatal("no demo preset")
-	}
-	root := t.TempDir()
-	if err := fixture.Build(root, spec); err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
 
 // lockedBuffer is a log sink safe for the daemon's goroutines.
 type lockedBuffer struct {
@@ -167,7 +152,7 @@ func readKnob(t testing.TB, root, rel string) string {
 }
 
 func TestDaemonMethodsOnDemoFixture(t *testing.T) {
-	root := daemonFixture(t)
+	root := fixturetest.Root(t, "demo", nil)
 	_, sock := ubustest.Start(t)
 	d := startDaemon(t, sock, steering.NewEngine(root))
 	waitForObject(t, sock, 5*time.Second)
@@ -264,7 +249,7 @@ func TestCallOutputFormat(t *testing.T) {
 }
 
 func TestCallErrors(t *testing.T) {
-	root := daemonFixture(t)
+	root := fixturetest.Root(t, "demo", nil)
 	_, sock := ubustest.Start(t)
 	startDaemon(t, sock, steering.NewEngine(root)).waitServing(t)
 	waitForObject(t, sock, 5*time.Second)
@@ -316,7 +301,7 @@ func TestCallErrors(t *testing.T) {
 // What `ubus -v list packet_steering` prints comes from the lookup's
 // signature: each method with its arguments' blobmsg types.
 func TestDaemonSignature(t *testing.T) {
-	root := daemonFixture(t)
+	root := fixturetest.Root(t, "demo", nil)
 	_, sock := ubustest.Start(t)
 	startDaemon(t, sock, steering.NewEngine(root))
 	waitForObject(t, sock, 5*time.Second)
@@ -343,7 +328,7 @@ func TestDaemonSignature(t *testing.T) {
 
 func TestDaemonConcurrentClients(t *testing.T) {
 	const clients, calls = 8, 500
-	root := daemonFixture(t)
+	root := fixturetest.Root(t, "demo", nil)
 	_, sock := ubustest.Start(t)
 	startDaemon(t, sock, steering.NewEngine(root))
 	waitForObject(t, sock, 5*time.Second)
@@ -394,7 +379,7 @@ func TestDaemonConcurrentClients(t *testing.T) {
 }
 
 func TestDaemonBrokerRestart(t *testing.T) {
-	root := daemonFixture(t)
+	root := fixturetest.Root(t, "demo", nil)
 	dir, err := os.MkdirTemp("", "psd")
 	if err != nil {
 		t.Fatal(err)
@@ -460,7 +445,7 @@ func waitEvent(t *testing.T, ch <-chan map[string]any) map[string]any {
 }
 
 func TestDaemonEventsAndSIGHUP(t *testing.T) {
-	root := daemonFixture(t)
+	root := fixturetest.Root(t, "demo", nil)
 	_, sock := ubustest.Start(t)
 	events := listenApplied(t, sock)
 	d := startDaemon(t, sock, steering.NewEngine(root))
@@ -546,7 +531,7 @@ func (b *blockingEngine) Apply(ctx context.Context, req steering.ApplyRequest) (
 // SIGTERM while a call is in progress: the call gets its reply, then the
 // daemon exits and its object leaves the bus.
 func TestDaemonStopsAfterCallInProgress(t *testing.T) {
-	root := daemonFixture(t)
+	root := fixturetest.Root(t, "demo", nil)
 	_, sock := ubustest.Start(t)
 	eng := &blockingEngine{Engine: steering.NewEngine(root), started: make(chan struct{}, 1), release: make(chan struct{})}
 	d := startDaemon(t, sock, eng)
@@ -605,14 +590,13 @@ func TestDaemonStopsAfterCallInProgress(t *testing.T) {
 // The daemon as a process: real SIGHUP and SIGTERM, exit status 0, and no
 // CPU time used while idle.
 func TestDaemonProcessSignals(t *testing.T) {
-	if os.Getenv("PS_DAEMON_CHILD") == "1" {
-		return
-	}
-	root := daemonFixture(t)
+	root := fixturetest.Root(t, "demo", nil)
 	_, sock := ubustest.Start(t)
 	events := listenApplied(t, sock)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestDaemonChildProcess$")
-	cmd.Env = append(os.Environ(), "PS_DAEMON_CHILD=1", "PS_DAEMON_ARGS=daemon\x1f--socket\x1f"+sock+"\x1f--root\x1f"+root)
+	cmd, err := testenv.HelperCommand("daemon", "PS_DAEMON_ARGS=daemon\x1f--socket\x1f"+sock+"\x1f--root\x1f"+root)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -670,16 +654,18 @@ func TestDaemonProcessSignals(t *testing.T) {
 	}
 }
 
-// TestDaemonChildProcess is the daemon process of TestDaemonProcessSignals:
-// main with the arguments from the environment, signals as in main.
-func TestDaemonChildProcess(t *testing.T) {
-	if os.Getenv("PS_DAEMON_CHILD") != "1" {
-		t.Skip("runs only as the child of TestDaemonProcessSignals")
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, &cliEnv{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin},
-		strings.Split(os.Getenv("PS_DAEMON_ARGS"), "\x1f")))
+// TestMain runs the tests, or, in a re-executed test binary, the daemon
+// process of TestDaemonProcessSignals: main with the arguments from the
+// environment, signals as in main.
+func TestMain(m *testing.M) {
+	testenv.Main(m, map[string]func() int{
+		"daemon": func() int {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return run(ctx, &cliEnv{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin},
+				strings.Split(os.Getenv("PS_DAEMON_ARGS"), "\x1f"))
+		},
+	})
 }
 
 // cpuTicks returns utime+stime of a process in clock ticks (proc(5)).
@@ -704,7 +690,7 @@ func TestCallTimeoutAndNotFound(t *testing.T) {
 	if code, out, errOut := callCmd(t, sock, "status"); code != 4 || out != "" || errOut != "Command failed: Not found\n" {
 		t.Errorf("no daemon: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	root := daemonFixture(t)
+	root := fixturetest.Root(t, "demo", nil)
 	eng := &blockingEngine{Engine: steering.NewEngine(root), started: make(chan struct{}, 1), release: make(chan struct{})}
 	startDaemon(t, sock, eng).waitServing(t)
 	defer close(eng.release)
@@ -756,7 +742,7 @@ func TestIdleTrimmer(t *testing.T) {
 
 // The daemon trims after its start apply and after each call, once.
 func TestDaemonTrimsWhenIdle(t *testing.T) {
-	root := daemonFixture(t)
+	root := fixturetest.Root(t, "demo", nil)
 	_, sock := ubustest.Start(t)
 	trims := make(chan struct{}, 10)
 	ctx, cancel := context.WithCancel(context.Background())

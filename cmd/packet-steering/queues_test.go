@@ -10,11 +10,12 @@ import (
 	"testing"
 
 	"github.com/packet-steering/packet-steering/platform"
+	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 	"github.com/packet-steering/packet-steering/steering"
 )
 
 func TestQueuesCommandTable(t *testing.T) {
-	root := presetRootSnapQ(t, "ipq807x")
+	root := fixturetest.Root(t, "ipq807x", nil)
 	code, out, stderr := runSnapQ("queues", "--root", root)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -40,7 +41,7 @@ func TestQueuesCommandTable(t *testing.T) {
 }
 
 func TestQueuesCommandJSON(t *testing.T) {
-	root := presetRootSnapQ(t, "x86-8-threaded")
+	root := fixturetest.Root(t, "x86-8-threaded", nil)
 	code, out, stderr := runSnapQ("queues", "--root", root, "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -87,7 +88,7 @@ func TestQueuesCommandErrors(t *testing.T) {
 // TestLiveQueuesPairing: the live view (no plan): NAPI threads pair with rx queues in NAPI id order,
 // not PID text order (server-48: PIDs 90..137).
 func TestLiveQueuesPairing(t *testing.T) {
-	s, err := platform.Read(context.Background(), presetRootSnapQ(t, "server-48"))
+	s, err := platform.Read(context.Background(), fixturetest.Root(t, "server-48", nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +114,7 @@ func TestLiveQueuesPairing(t *testing.T) {
 		t.Errorf("tx-33 xps %q", eth0.Tx[33].XPSCPUs)
 	}
 	// Single-queue device: its whole-device IRQ serves rx-0.
-	s2, _ := platform.Read(context.Background(), presetRootSnapQ(t, "bcm53xx"))
+	s2, _ := platform.Read(context.Background(), fixturetest.Root(t, "bcm53xx", nil))
 	for _, d := range steering.QueueViews(s2, nil, "") {
 		if d.Name == "eth0" && (d.Rx[0].IRQ == nil || d.Rx[0].IRQ.IRQ != 38) {
 			t.Errorf("bcm53xx eth0 rx-0 irq %+v", d.Rx[0].IRQ)
@@ -162,7 +163,7 @@ empty  virtual  0 rx, 0 tx
 // its tx thread (a napi/eth0-0) and virtio0-output.i; no rx row shows a
 // napi/eth0-0 thread.
 func TestQueuesCommandVirtio(t *testing.T) {
-	root := presetRootSnapQ(t, "virtio-4q")
+	root := fixturetest.Root(t, "virtio-4q", nil)
 	code, out, stderr := runSnapQ("queues", "--root", root)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)

@@ -10,8 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"github.com/packet-steering/packet-steering/platform"
 	"github.com/packet-steering/packet-steering/platform/fixture"
+	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 	"github.com/packet-steering/packet-steering/steering"
 )
 
@@ -23,22 +25,8 @@ func runSnapQ(args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
-// presetRootSnapQ builds a preset fixture root in a temp dir.
-func presetRootSnapQ(t *testing.T, name string) string {
-	t.Helper()
-	spec, ok := fixture.Preset(name)
-	if !ok {
-		t.Fatalf("no preset %s", name)
-	}
-	root := t.TempDir()
-	if err := fixture.Build(root, spec); err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
-
 func TestSnapshotCommand(t *testing.T) {
-	root := presetRootSnapQ(t, "ipq807x")
+	root := fixturetest.Root(t, "ipq807x", nil)
 	code, out, stderr := runSnapQ("snapshot", "--root", root)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -114,7 +102,7 @@ func TestSnapshotOwnRoot(t *testing.T) {
 func TestSnapshotJSONRoundTrip(t *testing.T) {
 	for _, name := range fixture.PresetNames() {
 		t.Run(name, func(t *testing.T) {
-			root := presetRootSnapQ(t, name)
+			root := fixturetest.Root(t, name, nil)
 			want, err := platform.Read(context.Background(), root)
 			if err != nil {
 				t.Fatal(err)
@@ -145,8 +133,8 @@ func TestSnapshotJSONRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("plan --snapshot reads back a different snapshot\n got %+v\nwant %+v", got, want)
+			if d := testenv.Diff(want, got); d != "" {
+				t.Errorf("plan --snapshot reads back a different snapshot (-want +got):\n%s", d)
 			}
 			_, fromFile, e1 := runSnapQ("plan", "--snapshot", file, "--json")
 			_, fromRoot, e2 := runSnapQ("plan", "--root", root, "--json")

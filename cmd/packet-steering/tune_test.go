@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"github.com/packet-steering/packet-steering/platform/fixture"
 )
 
@@ -57,7 +58,7 @@ func TestTuneHelp(t *testing.T) {
 
 func TestTuneListAndDurationLimitOnFixture(t *testing.T) {
 	if _, err := exec.LookPath("iperf3"); err != nil {
-		t.Skip("iperf3 not installed")
+		testenv.Skipf(t, "iperf3 not installed")
 	}
 	spec, ok := fixture.Preset("bcm53xx")
 	if !ok {

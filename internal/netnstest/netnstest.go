@@ -47,6 +47,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -68,14 +69,15 @@ type NS struct {
 	Name string
 }
 
-// Skip skips t unless the process runs as root with `ip` on PATH.
+// Skip skips t unless the process runs as root with `ip` on PATH (a
+// failure instead with PACKET_STEERING_REQUIRE_KERNEL=1, see testenv).
 func Skip(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("netnstest: needs root")
+		testenv.Skipf(t, "netnstest: needs root")
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("netnstest: needs iproute2 `ip`")
+		testenv.Skipf(t, "netnstest: needs iproute2 `ip`")
 	}
 }
 
@@ -361,7 +363,7 @@ func (ns *NS) RunChild(t testing.TB, env map[string]string) string {
 		t.Fatalf("netnstest: child %s in %s failed: %v\n%s", t.Name(), ns.Name, err, out)
 	}
 	if strings.Contains(out, "--- SKIP: "+t.Name()) && !strings.Contains(out, "--- PASS: "+t.Name()) {
-		t.Skipf("netnstest: child skipped:\n%s", out)
+		testenv.Skipf(t, "netnstest: child skipped:\n%s", out)
 	}
 	if !strings.Contains(out, "--- PASS: "+t.Name()) {
 		t.Fatalf("netnstest: child did not run %s (no PASS line):\n%s", t.Name(), out)

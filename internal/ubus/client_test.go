@@ -34,6 +34,21 @@ func waitFor(d time.Duration, cond func() bool) bool {
 	return cond()
 }
 
+// dialFailures is a ubus.Logger that signals each failed connect attempt
+// (the Client logs them at debug level).
+type dialFailures struct{ c chan<- struct{} }
+
+func (d dialFailures) Debug(msg string, _ ...any) {
+	if msg == "ubus connect" {
+		select {
+		case d.c <- struct{}{}:
+		default:
+		}
+	}
+}
+func (dialFailures) Info(string, ...any) {}
+func (dialFailures) Warn(string, ...any) {}
+
 // TestClientReconnect: the broker stops and restarts on the same path; the
 // Client registers its object again within 2 s, and meanwhile its callers
 // get errors at once instead of hanging.
@@ -44,7 +59,9 @@ func TestClientReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	var connects atomic.Int32
-	cl := ubus.NewClient(sock, ubus.WithOnConnect(func(context.Context, *ubus.Conn) { connects.Add(1) }))
+	failed := make(chan struct{}, 64)
+	cl := ubus.NewClient(sock, ubus.WithOnConnect(func(context.Context, *ubus.Conn) { connects.Add(1) }),
+		ubus.WithLogger(dialFailures{failed}))
 	obj := demoObject("steer.test")
 	cl.Register(obj)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -85,7 +102,10 @@ func TestClientReconnect(t *testing.T) {
 	if err := cl.Send(context.Background(), "x", nil); !errors.Is(err, ubus.ErrNotConnected) {
 		t.Fatalf("send while down: %v", err)
 	}
-	time.Sleep(300 * time.Millisecond) // let a few reconnect attempts fail
+	// Two reconnect attempts fail while the broker is away.
+	for i := 0; i < 2; i++ {
+		waitSignal(t, failed, 3*time.Second, "no failed reconnect attempt while the broker is away")
+	}
 
 	restarted := time.Now()
 	b2, err := ubustest.Listen(sock)
@@ -121,7 +141,8 @@ func TestClientCallerDuringOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := dial(t, sock)
-	if err := srv.AddObject(testCtx(t), demoObject("slow.obj")); err != nil {
+	obj, entered := slowObject("slow.obj")
+	if err := srv.AddObject(testCtx(t), obj); err != nil {
 		t.Fatal(err)
 	}
 	cl := ubus.NewClient(sock)
@@ -137,7 +158,7 @@ func TestClientCallerDuringOutage(t *testing.T) {
 		_, err := cl.Call(context.Background(), "slow.obj", "slow", nil)
 		errc <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	waitSignal(t, entered, 2*time.Second, "the call never reached the server")
 	b.Close()
 	select {
 	case err := <-errc:

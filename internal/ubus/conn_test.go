@@ -64,6 +64,34 @@ func demoObject(path string) *ubus.Object {
 	}}
 }
 
+// slowObject is demoObject whose slow method first signals on the returned
+// channel, so a test knows a call is in progress on the server instead of
+// sleeping and hoping it is.
+func slowObject(path string) (*ubus.Object, <-chan struct{}) {
+	obj := demoObject(path)
+	entered := make(chan struct{}, 8)
+	for i := range obj.Methods {
+		if m := &obj.Methods[i]; m.Name == "slow" {
+			h := m.Handler
+			m.Handler = func(ctx context.Context, r *ubus.Request) ([]ubus.Attr, error) {
+				entered <- struct{}{}
+				return h(ctx, r)
+			}
+		}
+	}
+	return obj, entered
+}
+
+// waitSignal waits for one value on c, failing t after d.
+func waitSignal(t *testing.T, c <-chan struct{}, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(d):
+		t.Fatalf("no signal within %v: %s", d, what)
+	}
+}
+
 func TestCallThroughBroker(t *testing.T) {
 	_, sock := ubustest.Start(t)
 	srv, cli := dial(t, sock), dial(t, sock)
@@ -317,7 +345,8 @@ func TestDeadPeerAnswersPendingCalls(t *testing.T) {
 	_, sock := ubustest.Start(t)
 	srv, cli := dial(t, sock), dial(t, sock)
 	ctx := testCtx(t)
-	if err := srv.AddObject(ctx, demoObject("dying")); err != nil {
+	obj, entered := slowObject("dying")
+	if err := srv.AddObject(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
 	errc := make(chan error, 1)
@@ -325,7 +354,7 @@ func TestDeadPeerAnswersPendingCalls(t *testing.T) {
 		_, err := cli.Call(ctx, "dying", "slow", nil)
 		errc <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	waitSignal(t, entered, 2*time.Second, "the call never reached the server")
 	srv.Close()
 	select {
 	case err := <-errc:

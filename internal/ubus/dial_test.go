@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -121,7 +122,7 @@ func TestDialUnixStream(t *testing.T) {
 		_, err := tr.Read(buf)
 		readErr <- err
 	}()
-	time.Sleep(20 * time.Millisecond)
+	waitBlockedIn(t, "os.(*File).Read", "TestDialUnixStream")
 	tr.Close()
 	select {
 	case err := <-readErr:
@@ -135,5 +136,28 @@ func TestDialUnixStream(t *testing.T) {
 	// The peer sees end of stream.
 	if _, err := peer.Read(buf); err != io.EOF {
 		t.Errorf("peer read after close: %v, want EOF", err)
+	}
+}
+
+// waitBlockedIn waits until a goroutine started by the function creator
+// is blocked (in the netpoller or a system call) inside fn, both as
+// runtime.Stack prints them, so a test that closes something under a
+// blocked call knows the call has started, instead of sleeping and hoping
+// it has.
+func waitBlockedIn(t *testing.T, fn, creator string) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(2 * time.Second); ; {
+		n := runtime.Stack(buf, true)
+		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+			if strings.Contains(g, fn) && strings.Contains(g, "created by") && strings.Contains(g, creator) &&
+				(strings.Contains(g, "[IO wait") || strings.Contains(g, "[syscall")) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no goroutine blocked in %s within 2s", fn)
+		}
+		runtime.Gosched()
 	}
 }

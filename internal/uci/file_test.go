@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -249,33 +249,19 @@ func assertNoTemp(t *testing.T, dir string) {
 	}
 }
 
-// The helper process: runs when the test binary is re-executed with
-// UCI_TEST_HELPER set; it is skipped in a normal run.
-const helperEnv = "UCI_TEST_HELPER"
-
-func TestHelperProcess(t *testing.T) {
-	mode := os.Getenv(helperEnv)
-	if mode == "" {
-		t.Skip("helper process only")
-	}
+// TestMain runs the tests, or, in a re-executed test binary, one of the
+// helper processes they start (testenv.HelperCommand), working in the
+// directory UCI_TEST_DIR.
+func TestMain(m *testing.M) {
 	dir := os.Getenv("UCI_TEST_DIR")
-	var err error
-	switch mode {
-	case "increment":
-		n, _ := strconv.Atoi(os.Getenv("UCI_TEST_N"))
-		err = increments(dir, "proc", 4, n)
-	case "readonly":
-		err = helperReadOnly(dir)
-	case "full":
-		err = helperFull(dir)
-	default:
-		err = fmt.Errorf("unknown helper mode %q", mode)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "helper:", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
+	testenv.Main(m, map[string]func() int{
+		"increment": func() int {
+			n, _ := strconv.Atoi(os.Getenv("UCI_TEST_N"))
+			return testenv.Exit(increments(dir, "proc", 4, n))
+		},
+		"readonly": func() int { return testenv.Exit(helperReadOnly(dir)) },
+		"full":     func() int { return testenv.Exit(helperFull(dir)) },
+	})
 }
 
 // increments runs workers goroutines each doing n Updates of the counter
@@ -320,8 +306,10 @@ func increments(dir, who string, workers, n int) error {
 func TestConcurrentUpdates(t *testing.T) {
 	dir := t.TempDir()
 	const perWorker = 25
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
-	cmd.Env = append(os.Environ(), helperEnv+"=increment", "UCI_TEST_DIR="+dir, "UCI_TEST_N="+strconv.Itoa(perWorker))
+	cmd, err := testenv.HelperCommand("increment", "UCI_TEST_DIR="+dir, "UCI_TEST_N="+strconv.Itoa(perWorker))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -410,10 +398,12 @@ func TestConcurrentUpdates(t *testing.T) {
 func runHelperInMountNS(t *testing.T, mode, dir string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root for a private mount namespace")
+		testenv.Skipf(t, "needs root for a private mount namespace")
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+mode, "UCI_TEST_DIR="+dir)
+	cmd, err := testenv.HelperCommand(mode, "UCI_TEST_DIR="+dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
