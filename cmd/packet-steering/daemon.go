@@ -35,6 +35,8 @@ type daemonConfig struct {
 	// a call or an apply (see idleTrimmer); 0 never trims.
 	trimIdle time.Duration
 	trim     func()
+	// adaptive configures the adaptive mode's loop (zero: the default).
+	adaptive steering.AdaptiveConfig
 }
 
 // runDaemon is `packet-steering daemon [--socket PATH] [--root DIR]`:
@@ -74,16 +76,29 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 // signals and connection changes: no timers run while it is idle and
 // connected.
 func serveDaemon(ctx context.Context, cfg daemonConfig) error {
+	// The adaptive loop runs on the engine itself; its moves go through
+	// the object (logged and announced) and the wrappers below.
+	var obj *ubusobj.Object
+	runner := &adaptiveRunner{log: cfg.log, run: func(context.Context) error { return nil }}
+	if l, ok := cfg.engine.(adaptiveLooper); ok {
+		acfg := cfg.adaptive
+		if acfg == (steering.AdaptiveConfig{}) {
+			acfg = steering.DefaultAdaptiveConfig()
+		}
+		runner.run = func(ctx context.Context) error { return l.RunAdaptive(ctx, acfg, obj.Adapt) }
+	}
+	defer runner.stop()
 	if cfg.trimIdle > 0 && cfg.trim != nil {
 		t := &idleTrimmer{after: cfg.trimIdle, trim: cfg.trim}
 		defer t.stop()
 		cfg.engine = trimmingEngine{Engine: cfg.engine, t: t}
 	}
+	cfg.engine = modeEngine{Engine: cfg.engine, r: runner}
 	connected := make(chan struct{})
 	var once sync.Once
 	client := ubus.NewClient(cfg.socket, ubus.WithLogger(cfg.log),
 		ubus.WithOnConnect(func(context.Context, *ubus.Conn) { once.Do(func() { close(connected) }) }))
-	obj := ubusobj.New(cfg.engine, ubusobj.Options{Events: client, Logger: cfg.log})
+	obj = ubusobj.New(cfg.engine, ubusobj.Options{Events: client, Logger: cfg.log})
 	client.Register(obj.UbusObject())
 
 	// The connection outlives ctx until the calls in progress have replied.
@@ -116,6 +131,7 @@ func serveDaemon(ctx context.Context, cfg daemonConfig) error {
 		select {
 		case <-ctx.Done():
 			cfg.log.Info("stopping")
+			runner.stop()
 			dctx, cancel := context.WithTimeout(context.Background(), cfg.drainWait)
 			err := obj.Drain(dctx)
 			cancel()
@@ -195,4 +211,9 @@ func (e trimmingEngine) Apply(ctx context.Context, req steering.ApplyRequest) (*
 func (e trimmingEngine) SetMode(ctx context.Context, req steering.SetModeRequest) (*steering.Result, error) {
 	defer e.t.poke()
 	return e.Engine.SetMode(ctx, req)
+}
+
+func (e trimmingEngine) Adapt(ctx context.Context, moves []steering.Move) (*steering.Result, error) {
+	defer e.t.poke()
+	return adapt(ctx, e.Engine, moves)
 }
