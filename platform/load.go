@@ -20,6 +20,10 @@ import (
 //	proc/softirqs  one row per softirq, one column per possible CPU, the
 //	               header naming the columns ("CPU0 CPU1 ...")
 //	proc/PID/stat  utime (field 14) and stime (field 15), clock ticks
+//	proc/PID/schedstat  "run_ns wait_ns timeslices": wait_ns is the time
+//	               the task was runnable but waiting for its CPU
+//	               (Documentation/scheduler/sched-stats.rst; needs
+//	               CONFIG_SCHED_INFO, so it may be missing)
 const (
 	procStatPath     = "proc/stat"
 	procSoftirqsPath = "proc/softirqs"
@@ -34,10 +38,13 @@ type CPUTime struct {
 	Softirq uint64 `json:"softirq"`
 }
 
-// ThreadTime is a task's utime + stime in clock ticks.
+// ThreadTime is a task's utime + stime in clock ticks and, when the
+// kernel reports it (HasWait), the nanoseconds it waited runnable.
 type ThreadTime struct {
-	PID   int    `json:"pid"`
-	Ticks uint64 `json:"ticks"`
+	PID     int    `json:"pid"`
+	Ticks   uint64 `json:"ticks"`
+	WaitNS  uint64 `json:"wait_ns"`
+	HasWait bool   `json:"has_wait"`
 }
 
 // LoadCounters is one reading of the load counters. Threads holds the
@@ -111,7 +118,11 @@ func ReadLoad(ctx context.Context, root string, pids []int) (*LoadCounters, erro
 		if err != nil {
 			return nil, fmt.Errorf("platform: %s/%d/stat: %w", procDir, pid, err)
 		}
-		lc.Threads = append(lc.Threads, ThreadTime{PID: pid, Ticks: ticks})
+		tt := ThreadTime{PID: pid, Ticks: ticks}
+		if b, err := os.ReadFile(f.Path(procDir, strconv.Itoa(pid), "schedstat")); err == nil {
+			tt.WaitNS, tt.HasWait = ParseSchedWait(b)
+		}
+		lc.Threads = append(lc.Threads, tt)
 	}
 	return lc, nil
 }
@@ -236,4 +247,23 @@ func ParseTaskTicks(b []byte) (uint64, error) {
 		}
 	}
 	return sum, nil
+}
+
+// ParseSchedWait returns the second field of proc/PID/schedstat, the
+// nanoseconds the task spent runnable on a run queue; false when the
+// contents are not three numbers.
+func ParseSchedWait(b []byte) (uint64, bool) {
+	run, rest := nextField(b)
+	wait, rest := nextField(rest)
+	slices, _ := nextField(rest)
+	if run == nil || wait == nil || slices == nil {
+		return 0, false
+	}
+	if _, ok := parseUintBytes(run); !ok {
+		return 0, false
+	}
+	if _, ok := parseUintBytes(slices); !ok {
+		return 0, false
+	}
+	return parseUintBytes(wait)
 }

@@ -86,6 +86,7 @@ func TestReadLoad(t *testing.T) {
 		"proc/stat":             "cpu0 1 0 1 5 0 0 2 0\n",
 		"proc/softirqs":         "  CPU0\n NET_RX: 9\n",
 		"proc/300/stat":         "300 (napi/eth0-1) S 2 0 0 0 -1 2129984 0 0 0 0 5 6 0 0",
+		"proc/300/schedstat":    "123456 7890 12\n",
 	}
 	for p, c := range files {
 		full := filepath.Join(root, p)
@@ -107,7 +108,7 @@ func TestReadLoad(t *testing.T) {
 		t.Errorf("cpus %+v net_rx %v", lc.CPUs, lc.NetRX)
 	}
 	// pid 301 does not exist: left out, not an error.
-	if !reflect.DeepEqual(lc.Threads, []ThreadTime{{PID: 300, Ticks: 11}}) {
+	if !reflect.DeepEqual(lc.Threads, []ThreadTime{{PID: 300, Ticks: 11, WaitNS: 7890, HasWait: true}}) {
 		t.Errorf("threads %+v", lc.Threads)
 	}
 	if err := os.Remove(filepath.Join(root, "proc/softirqs")); err != nil {
@@ -115,5 +116,25 @@ func TestReadLoad(t *testing.T) {
 	}
 	if _, err := ReadLoad(context.Background(), root, nil); err == nil {
 		t.Error("no error without proc/softirqs")
+	}
+}
+
+func TestParseSchedWait(t *testing.T) {
+	tests := []struct {
+		in   string
+		want uint64
+		ok   bool
+	}{
+		{"123 456 7\n", 456, true},
+		{"123 456\n", 0, false},
+		{"a 456 7", 0, false},
+		{"1 x 7", 0, false},
+		{"", 0, false},
+	}
+	for _, tc := range tests {
+		got, ok := ParseSchedWait([]byte(tc.in))
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%q: %d %v, want %d %v", tc.in, got, ok, tc.want, tc.ok)
+		}
 	}
 }

@@ -228,9 +228,11 @@ type AdaptiveConfig struct {
 	// IdlePPS: below this many packets per second (softnet processed, all
 	// CPUs) there is no traffic worth steering.
 	IdlePPS float64
-	// HighLoad: a CPU whose network load (softirq time plus the CPU time
-	// of the unit NAPI threads on it, as a fraction of the interval)
-	// reaches it is saturated.
+	// HighLoad: a CPU whose network load reaches it is saturated. The
+	// network load is softirq time plus the demand of the unit NAPI
+	// threads on the CPU (their CPU time plus the time they waited
+	// runnable for it), as a fraction of the interval: a thread that waits
+	// for its CPU has work the CPU does not get to.
 	HighLoad float64
 	// BusyLoad with BusyNet: a CPU busy at least BusyLoad (all non-idle
 	// time) whose network load is at least BusyNet is saturated too: the
@@ -329,11 +331,14 @@ type CPUCounters struct {
 
 // UnitCounters is a unit with its NAPI thread's cumulative CPU time (utime
 // + stime, clock ticks; HasTicks false when the unit has no thread or it
-// could not be read).
+// could not be read) and the time it waited runnable for its CPU
+// (nanoseconds; HasWait false where the kernel does not report it).
 type UnitCounters struct {
 	Unit     AdaptiveUnit
 	Ticks    uint64
 	HasTicks bool
+	WaitNS   uint64
+	HasWait  bool
 }
 
 // ClockTicks is USER_HZ, the unit of /proc/stat and /proc/PID/stat times
@@ -344,9 +349,12 @@ const ClockTicks = 100
 // controller saw it.
 type CPULoad struct {
 	CPU int `json:"cpu"`
-	// Net is softirq time plus the unit NAPI threads' time on the CPU,
-	// Softirq and Busy (all non-idle time) are fractions of the interval.
+	// Net is softirq time plus the demand (run + wait) of the unit NAPI
+	// threads on the CPU; Wait is the threads' wait alone; Softirq and
+	// Busy (all non-idle time) are fractions of the interval. Net can
+	// exceed 1 when threads wait.
 	Net     float64 `json:"net"`
+	Wait    float64 `json:"napi_wait"`
 	Softirq float64 `json:"softirq"`
 	Busy    float64 `json:"busy"`
 	// SqueezePS and DropPS are per second.
@@ -510,11 +518,17 @@ func (c *AdaptiveController) decide(prev, cur *LoadSample, active bool) ([]CPULo
 	// Per-unit load: the NAPI thread's CPU time over the interval.
 	units := make([]unitState, 0, len(cur.Units))
 	napiOn := map[int]float64{}
+	waitOn := map[int]float64{}
 	rpsOn := map[int]int{}
 	for _, u := range cur.Units {
 		st := unitState{u: u.Unit}
 		if p, ok := prevUnits[u.Unit.Key()]; ok && u.HasTicks && p.HasTicks && p.Unit.PID == u.Unit.PID {
 			st.load = float64(delta(p.Ticks, u.Ticks)) / ClockTicks / dt
+			if u.HasWait && p.HasWait && p.Unit.CPU == u.Unit.CPU {
+				w := float64(delta(p.WaitNS, u.WaitNS)) / 1e9 / dt
+				st.load += w
+				waitOn[u.Unit.CPU] += w
+			}
 		}
 		if u.Unit.Kind == UnitNAPI {
 			napiOn[u.Unit.CPU] += st.load
@@ -540,9 +554,7 @@ func (c *AdaptiveController) decide(prev, cur *LoadSample, active bool) ([]CPULo
 			l.Busy = busy / float64(tot)
 		}
 		l.Net = l.Softirq + napiOn[x.CPU]
-		if l.Net > 1 {
-			l.Net = 1
-		}
+		l.Wait = waitOn[x.CPU]
 		l.SqueezePS = float64(delta(p.TimeSqueeze, x.TimeSqueeze)) / dt
 		l.DropPS = float64(delta(p.Dropped, x.Dropped)) / dt
 		l.Saturated = c.saturated(l)
@@ -678,7 +690,11 @@ func (c *AdaptiveController) saturated(l CPULoad) string {
 	case c.cfg.SqueezeRate > 0 && l.SqueezePS >= c.cfg.SqueezeRate:
 		return "time_squeeze " + strconv.FormatFloat(l.SqueezePS, 'f', 0, 64) + "/s"
 	case l.Net >= c.cfg.HighLoad:
-		return "net load " + pct(l.Net) + " (softirq " + pct(l.Softirq) + " + NAPI threads " + pct(l.Net-l.Softirq) + ")"
+		why := "net load " + pct(l.Net) + " (softirq " + pct(l.Softirq) + " + NAPI threads " + pct(l.Net-l.Softirq)
+		if l.Wait > 0.005 {
+			why += ", of which waiting for the CPU " + pct(l.Wait)
+		}
+		return why + ")"
 	case c.cfg.BusyLoad > 0 && l.Busy >= c.cfg.BusyLoad && l.Net >= c.cfg.BusyNet:
 		return "busy " + pct(l.Busy) + " with net load " + pct(l.Net)
 	}

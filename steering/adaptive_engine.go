@@ -231,13 +231,14 @@ func (e *Engine) AdaptiveSample(ctx context.Context, full bool) (LoadSample, err
 		s.CPUs = append(s.CPUs, CPUCounters{CPU: n.CPU, Processed: n.Processed, Dropped: n.Dropped, TimeSqueeze: n.TimeSqueeze,
 			NetRX: lc.NetRX[n.CPU], Total: t.Total, Idle: t.Idle, Softirq: t.Softirq})
 	}
-	ticks := map[int]uint64{}
+	threads := map[int]platform.ThreadTime{}
 	for _, t := range lc.Threads {
-		ticks[t.PID] = t.Ticks
+		threads[t.PID] = t
 	}
 	for _, u := range units {
-		tk, ok := ticks[u.PID]
-		s.Units = append(s.Units, UnitCounters{Unit: u, Ticks: tk, HasTicks: ok && u.PID > 0})
+		tt, ok := threads[u.PID]
+		ok = ok && u.PID > 0
+		s.Units = append(s.Units, UnitCounters{Unit: u, Ticks: tt.Ticks, HasTicks: ok, WaitNS: tt.WaitNS, HasWait: ok && tt.HasWait})
 	}
 	return s, nil
 }

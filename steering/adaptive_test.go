@@ -23,6 +23,7 @@ type simWorld struct {
 	units   []simUnit
 	where   map[string]int
 	ticks   map[string]float64
+	waits   map[string]float64 // nanoseconds
 	cpuTick []struct{ total, idle, softirq, squeeze, dropped, processed float64 }
 	// other is the non-network busy fraction per CPU; squeeze and drop
 	// rates per CPU (per second) at a step; pps the packet rate.
@@ -62,6 +63,7 @@ func (w *simWorld) run(t *testing.T, cfg AdaptiveConfig, steps int) ([]simMove, 
 	}
 	w.where = map[string]int{}
 	w.ticks = map[string]float64{}
+	w.waits = map[string]float64{}
 	for _, u := range w.units {
 		w.where[u.queue] = u.home
 	}
@@ -78,11 +80,22 @@ func (w *simWorld) run(t *testing.T, cfg AdaptiveConfig, steps int) ([]simMove, 
 		}
 		now = now.Add(dt)
 		secs := dt.Seconds()
+		// Threads on one CPU share it: when their demand is above 1,
+		// each runs its share and waits for the rest.
+		demand := make([]float64, w.cpus)
+		for _, u := range w.units {
+			demand[w.where[u.queue]] += u.load(step)
+		}
 		net := make([]float64, w.cpus)
 		for _, u := range w.units {
-			l := u.load(step)
-			w.ticks[u.queue] += l * secs * ClockTicks
-			net[w.where[u.queue]] += l
+			l, d := u.load(step), demand[w.where[u.queue]]
+			run := l
+			if d > 1 {
+				run = l / d
+			}
+			w.ticks[u.queue] += run * secs * ClockTicks
+			w.waits[u.queue] += (l - run) * secs * 1e9
+			net[w.where[u.queue]] += run
 		}
 		pps := 50000.0
 		if w.pps != nil {
@@ -123,7 +136,7 @@ func (w *simWorld) run(t *testing.T, cfg AdaptiveConfig, steps int) ([]simMove, 
 				}
 				s.Units = append(s.Units, UnitCounters{
 					Unit:  AdaptiveUnit{Device: "eth0", Queue: u.queue, Kind: kind, PID: 100 + i, Home: u.home, CPU: w.where[u.queue]},
-					Ticks: uint64(w.ticks[u.queue]), HasTicks: true,
+					Ticks: uint64(w.ticks[u.queue]), HasTicks: true, WaitNS: uint64(w.waits[u.queue]), HasWait: true,
 				})
 			}
 		}
@@ -203,6 +216,17 @@ func TestAdaptiveController(t *testing.T) {
 			steps:  40,
 			want:   "2:rx-2:0->1",
 			reason: "cpu0 saturated (net load 95%",
+		},
+		{
+			name: "two threads want more than their CPU: their wait shows the demand",
+			world: simWorld{cpus: 2, units: []simUnit{
+				{queue: "rx-0", home: 0, load: constant(0.7)},
+				{queue: "rx-2", home: 0, load: constant(0.6)},
+				{queue: "rx-1", home: 1, load: constant(0.1)},
+			}},
+			steps:  10,
+			want:   "2:rx-2:0->1",
+			reason: "cpu0 saturated (net load 130% (softirq 0% + NAPI threads 130%, of which waiting for the CPU 30%)",
 		},
 		{
 			name: "one queue fills its CPU alone: moving it helps nothing",
