@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 )
 
 // Load counters, for the adaptive mode's control loop: cumulative per-CPU
@@ -144,7 +146,7 @@ func ParseCPUTimes(b []byte) ([]CPUTime, error) {
 			continue
 		}
 		cpu, ok := atoiBytes(name[3:])
-		if !ok || cpu < 0 || cpu >= maxCPUs {
+		if !ok || cpu < 0 || cpu >= cpuset.MaxCPUs {
 			return out, fmt.Errorf("bad cpu row %q", name)
 		}
 		ct := CPUTime{CPU: cpu}
@@ -192,7 +194,7 @@ func ParseSoftirqRow(b []byte, row string) (map[int]uint64, error) {
 		if header {
 			for f, rest := nextField(line); f != nil; f, rest = nextField(rest) {
 				n, ok := atoiBytes(bytes.TrimPrefix(f, []byte("CPU")))
-				if !bytes.HasPrefix(f, []byte("CPU")) || !ok || n < 0 || n >= maxCPUs {
+				if !bytes.HasPrefix(f, []byte("CPU")) || !ok || n < 0 || n >= cpuset.MaxCPUs {
 					return nil, fmt.Errorf("bad header column %q", f)
 				}
 				cols = append(cols, n)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -97,30 +98,27 @@ func AdaptiveUnits(snap *platform.Snapshot, p *Plan) []AdaptiveUnit {
 	}
 	rps := map[string]Action{}
 	napi := map[int]Action{}
-	planned := map[int]string{}
 	for _, a := range p.Actions {
 		switch a.Kind {
 		case KindRPSCPUs:
 			rps[a.Device+"/"+a.Queue] = a
 		case KindNAPIAffinity:
 			napi[a.PID] = a
-			if a.Queue != "" {
-				planned[a.PID] = a.Queue
-			}
 		}
 	}
+	pairs := PairQueues(snap)
 	var out []AdaptiveUnit
 	for i := range snap.Devices {
 		d := &snap.Devices[i]
-		threads := napiByQueue(snap, d, planned)
-		for _, q := range d.RxQueues {
+		dp := pairs.Device(d.Name)
+		for qi, q := range d.RxQueues {
 			u := AdaptiveUnit{Device: d.Name, Queue: q.Name}
-			if t, ok := threads[q.Name]; ok {
-				u.PID = t.PID
+			if qi < len(dp.Rx) && dp.Rx[qi].Thread != nil {
+				u.PID = dp.Rx[qi].Thread.PID
 			}
-			var rpsSet CPUSet
+			var rpsSet cpuset.Set
 			if a, ok := rps[u.Key()]; ok {
-				set, err := ParseMask(a.Value)
+				set, err := cpuset.ParseMask(a.Value)
 				if err != nil {
 					continue
 				}
@@ -134,7 +132,7 @@ func AdaptiveUnits(snap *platform.Snapshot, p *Plan) []AdaptiveUnit {
 				if !ok {
 					continue
 				}
-				set, err := ParseList(a.Value)
+				set, err := cpuset.ParseList(a.Value)
 				if err != nil || set.Len() != 1 {
 					continue
 				}
@@ -150,8 +148,8 @@ func AdaptiveUnits(snap *platform.Snapshot, p *Plan) []AdaptiveUnit {
 }
 
 // onlineSet is the snapshot's online CPUs.
-func onlineSet(snap *platform.Snapshot) CPUSet {
-	var s CPUSet
+func onlineSet(snap *platform.Snapshot) cpuset.Set {
+	var s cpuset.Set
 	for _, c := range snap.CPUs {
 		if c.Online {
 			s = s.Add(c.ID)
@@ -171,6 +169,7 @@ func AdaptPlan(snap *platform.Snapshot, p *Plan, devs []Deviation) (*Plan, []Dev
 	if len(devs) == 0 || p == nil || snap == nil {
 		return p, nil
 	}
+	pairs := PairQueues(snap)
 	units := map[string]AdaptiveUnit{}
 	for _, u := range AdaptiveUnits(snap, p) {
 		units[u.Key()] = u
@@ -185,15 +184,14 @@ func AdaptPlan(snap *platform.Snapshot, p *Plan, devs []Deviation) (*Plan, []Dev
 			continue
 		}
 		d.Home = u.Home
-		to := NewCPUSet(d.CPU)
+		to := cpuset.Of(d.CPU)
 		var irq int
 		if u.Kind == UnitNAPI {
 			if dev := snapDevice(snap, u.Device); dev != nil {
-				for _, q := range dev.RxQueues {
-					if q.Name == u.Queue {
-						if i := irqForQueue(snap, dev, q.Index); i != nil {
-							irq = i.Number
-						}
+				dp := pairs.Device(dev.Name)
+				for qi, q := range dev.RxQueues {
+					if q.Name == u.Queue && qi < len(dp.Rx) && dp.Rx[qi].IRQ != nil {
+						irq = dp.Rx[qi].IRQ.Number
 					}
 				}
 			}
@@ -206,7 +204,7 @@ func AdaptPlan(snap *platform.Snapshot, p *Plan, devs []Deviation) (*Plan, []Dev
 			case u.Kind == UnitNAPI && a.Kind == KindNAPIAffinity && a.PID == u.PID:
 				a.Value = to.List()
 			case u.Kind == UnitNAPI && irq != 0 && a.Kind == KindIRQAffinity && a.IRQ == irq:
-				if set, err := ParseMask(a.Value); err == nil && set.Equal(NewCPUSet(u.Home)) {
+				if set, err := cpuset.ParseMask(a.Value); err == nil && set.Equal(cpuset.Of(u.Home)) {
 					a.Value = to.Mask()
 				}
 			}

@@ -50,9 +50,10 @@ import (
 //	PACKET_STEERING_ADAPTIVE_BED=1 go test ./tune -run TestAdaptiveTestbed -v -timeout 30m
 //
 // with ADAPTIVE_BED_RUNS (default 3), ADAPTIVE_BED_PHASE (seconds per
-// phase, default 15), ADAPTIVE_BED_RATE (iperf3 -b per flow, default
-// 100M) and ADAPTIVE_BED_RULES (firewall rules, default 1500). TestAdaptiveTestbedShort is the short functional version that
-// make test runs: one collision, one move, nothing timed.
+// phase, default 15), ADAPTIVE_BED_RATE (iperf3 -b per flow, default 50M)
+// and ADAPTIVE_BED_RULES (firewall rules, default 15000).
+// TestAdaptiveTestbedShort is the short functional version that make test
+// runs: one collision, one move, nothing timed.
 const (
 	abRouterClient = "198.18.22.1"
 	abClient       = "198.18.22.2"
@@ -114,11 +115,11 @@ func adaptiveBed(t *testing.T) {
 	// the backlog of the sending CPU and no placement matters.
 	client.MustExec(t, "ethtool", "-K", clientDev, "tso", "off")
 	// A router's forwarding costs more than a veth's: a firewall of
-	// ADAPTIVE_BED_RULES (default 1500) rules that do not match, walked
+	// ADAPTIVE_BED_RULES (default 15000) rules that do not match, walked
 	// for every forwarded packet in the NAPI thread that received it
 	// (iptables-legacy: a linear walk). Without it the senders, not the
 	// router, are the bottleneck on this machine.
-	rules := envInt("ADAPTIVE_BED_RULES", 1500)
+	rules := envInt("ADAPTIVE_BED_RULES", 15000)
 	var fw strings.Builder
 	fw.WriteString("*filter\n:FORWARD ACCEPT [0:0]\n")
 	for i := 0; i < rules; i++ {
@@ -287,7 +288,7 @@ func adaptiveBedRouter(t *testing.T, short bool) {
 	acfg := steering.DefaultAdaptiveConfig()
 	runs, phaseSecs, rate := envInt("ADAPTIVE_BED_RUNS", 3), envInt("ADAPTIVE_BED_PHASE", 15), os.Getenv("ADAPTIVE_BED_RATE")
 	if rate == "" {
-		rate = "100M"
+		rate = "50M"
 	}
 	if short {
 		// One collision, long enough for two hot intervals and a move.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
 	"github.com/packet-steering/packet-steering/steering"
 )
@@ -75,7 +76,7 @@ func (s *loadSim) step(t *testing.T) {
 			t.Error(err)
 			continue
 		}
-		set, err := steering.ParseMask(strings.TrimSpace(string(b)))
+		set, err := cpuset.ParseMask(strings.TrimSpace(string(b)))
 		if err != nil || set.IsEmpty() {
 			continue
 		}
