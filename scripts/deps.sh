@@ -12,6 +12,7 @@ if [ "${1:-test}" = test ]; then
 	need ethtool ethtool
 	need shellcheck shellcheck
 	need iperf3 iperf3
+	need iptables-legacy-restore iptables
 	need busybox busybox
 	need chromium chromium
 	need node nodejs

@@ -161,6 +161,11 @@ func (e *Machine) Prepare(ctx context.Context, cands []Candidate) (*Prepared, er
 	for _, c := range cands {
 		prep.Masks = append(prep.Masks, rpsColumns(e.plans[c.Name], prep.Devices))
 		sig := planSignature(e.plans[c.Name])
+		if c.Mode == ModeAdaptive {
+			// Starts from auto's plan but moves while it runs: never the
+			// same as a static candidate.
+			sig = "adaptive " + sig
+		}
 		same, ok := first[sig]
 		if !ok {
 			first[sig] = c.Name

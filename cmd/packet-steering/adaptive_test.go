@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -248,5 +251,82 @@ func waitEventFor(t *testing.T, ch <-chan map[string]any, d time.Duration, state
 	case <-time.After(d):
 		t.Fatalf("no packet_steering.applied event within %s; state:\n%s", d, state())
 		return nil
+	}
+}
+
+// The idle cost of the adaptive mode: a daemon process in mode adaptive on
+// a machine without traffic (a fixture whose counters do not move). The
+// loop reads only softnet_stat and backs off (2, 4, 8, 16, then every 32
+// s); the process uses no measurable CPU. PS_ADAPTIVE_IDLE_SECONDS sets
+// the window (default 5; the README's figure is from 60).
+func TestDaemonAdaptiveIdleCost(t *testing.T) {
+	if os.Getenv("PS_DAEMON_CHILD") == "1" {
+		return
+	}
+	secs := 5
+	if n, err := strconv.Atoi(os.Getenv("PS_ADAPTIVE_IDLE_SECONDS")); err == nil && n > 0 {
+		secs = n
+	}
+	root := daemonFixture(t)
+	for p, c := range map[string]string{
+		"proc/stat":     "cpu0 1 0 1 5 0 0 2 0\ncpu1 1 0 1 5 0 0 2 0\ncpu2 1 0 1 5 0 0 2 0\ncpu3 1 0 1 5 0 0 2 0\n",
+		"proc/softirqs": "  CPU0 CPU1 CPU2 CPU3\n NET_RX: 1 2 3 4\n",
+	} {
+		if err := os.WriteFile(filepath.Join(root, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, sock := ubustest.Start(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDaemonChildProcess$")
+	cmd.Env = append(os.Environ(), "PS_DAEMON_CHILD=1", "PS_DAEMON_ARGS=daemon\x1f--socket\x1f"+sock+"\x1f--root\x1f"+root)
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	waitForObject(t, sock, 5*time.Second)
+	if code, _, errOut := callCmd(t, sock, "set_mode", `{"mode":"adaptive","persist":false}`); code != 0 {
+		t.Fatalf("set_mode adaptive: %s", errOut)
+	}
+	// Let the call's own work and the first samples settle.
+	time.Sleep(500 * time.Millisecond)
+	wakeups := func() float64 {
+		code, out, _ := callCmd(t, sock, "status")
+		if code != 0 {
+			t.Fatal(out)
+		}
+		ad, _ := decodeReply(t, out)["adaptive"].(map[string]any)
+		smp, _ := ad["sampling"].(map[string]any)
+		if smp == nil || smp["running"] != true {
+			t.Fatalf("loop not running: %s\n%s", out, stderr.String())
+		}
+		return smp["wakeups"].(float64)
+	}
+	w0 := wakeups()
+	// A call arms the idle trimmer (a GC 2 s later): wait it out.
+	time.Sleep(2500 * time.Millisecond)
+	t0 := cpuTicks(t, cmd.Process.Pid)
+	time.Sleep(time.Duration(secs) * time.Second)
+	ticks := cpuTicks(t, cmd.Process.Pid) - t0
+	w := wakeups() - w0
+	t.Logf("adaptive, no traffic, %d s: %d CPU ticks (utime+stime), %.0f loop wake-ups", secs, ticks, w)
+	if ticks > 1 {
+		t.Errorf("idle adaptive daemon used %d CPU ticks in %d s", ticks, secs)
+	}
+	// Back-off: 2+4+8+16 s, then one per 32 s; the status calls above
+	// are not samples.
+	if limit := 4 + float64(secs+3)/32 + 1; w > limit {
+		t.Errorf("%.0f wake-ups in %d s without traffic, want at most %.0f", w, secs, limit)
 	}
 }
