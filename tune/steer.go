@@ -161,7 +161,7 @@ func (e *Machine) Prepare(ctx context.Context, cands []Candidate) (*Prepared, er
 	for _, c := range cands {
 		prep.Masks = append(prep.Masks, rpsColumns(e.plans[c.Name], prep.Devices))
 		sig := planSignature(e.plans[c.Name])
-		if c.Mode == ModeAdaptive {
+		if c.Mode == steering.ModeAdaptive {
 			// Starts from auto's plan but moves while it runs: never the
 			// same as a static candidate.
 			sig = "adaptive " + sig
