@@ -67,7 +67,8 @@ type OtherWriter struct {
 // readWriters finds the other writers below the root. processes are the
 // comm names of the processes of interest (readProcesses).
 func (f *reader) readWriters(g *gaps, processes []string) []OtherWriter {
-	links, err := f.readDirNames(rcDir)
+	var links []string
+	err := f.Names(f.dir, func(e []byte) { links = append(links, string(e)) }, rcDir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		g.add(rcDir, err)
 	}
@@ -80,7 +81,7 @@ func (f *reader) readWriters(g *gaps, processes []string) []OtherWriter {
 		return false
 	}
 	taken := map[string]bool{} // name -> was enabled
-	if b, err := f.readFile(takeoverPath); err == nil {
+	if b, err := f.File(f.dir, takeoverPath); err == nil {
 		taken = parseTakeover(string(b))
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		g.add(takeoverPath, err)
@@ -88,7 +89,7 @@ func (f *reader) readWriters(g *gaps, processes []string) []OtherWriter {
 	var out []OtherWriter
 	initWriter := func(name string) *OtherWriter {
 		rel := "etc/init.d/" + name
-		if !f.statExists(rel) {
+		if !f.Exists(f.dir, rel) {
 			return nil
 		}
 		w := OtherWriter{Name: name, Path: rel, Enabled: enabled(name)}
@@ -102,7 +103,7 @@ func (f *reader) readWriters(g *gaps, processes []string) []OtherWriter {
 			w.ConfigOff = !uciTrue(v)
 		}
 	}
-	if rel := "etc/hotplug.d/net/" + WriterRockchipIRQs; f.statExists(rel) {
+	if rel := "etc/hotplug.d/net/" + WriterRockchipIRQs; f.Exists(f.dir, rel) {
 		out = append(out, OtherWriter{Name: WriterRockchipIRQs, Path: rel, Enabled: true})
 	}
 	running := false

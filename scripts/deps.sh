@@ -13,6 +13,7 @@ if [ "${1:-test}" = test ]; then
 	need gcc gcc # cgo, which the race detector needs
 	need shellcheck shellcheck
 	need iperf3 iperf3
+	need iptables-legacy-restore iptables
 	need busybox busybox
 	need chromium chromium
 	need node nodejs

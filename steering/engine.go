@@ -99,6 +99,8 @@ type Status struct {
 	// ConfigErrors lists config files that do not parse (the last good
 	// state is kept while they are broken).
 	ConfigErrors []platform.Gap `json:"config_errors,omitempty"`
+	// Adaptive is the adaptive mode's state: set only in that mode.
+	Adaptive *AdaptiveStatus `json:"adaptive,omitempty"`
 }
 
 // PlatformInfo identifies the machine in status.
@@ -136,6 +138,9 @@ type RxQueueView struct {
 	RPSFlowCnt  int       `json:"rps_flow_cnt"`
 	NAPI        *NAPIView `json:"napi,omitempty"`
 	IRQ         *IRQView  `json:"irq,omitempty"`
+	// Adaptive is set when the adaptive mode placed the queue away from
+	// the auto plan: where auto puts it, and why it was moved.
+	Adaptive *Deviation `json:"adaptive,omitempty"`
 }
 
 // NAPIView is a NAPI thread's live and wanted CPUs (cpu lists).
@@ -193,6 +198,7 @@ type Engine struct {
 	lastGood  *platform.Config // last config read without parse errors
 	view      *viewState       // cached read for Status and Queues
 	gen       uint64           // counts applies and mode changes
+	adaptive  adaptiveState    // the adaptive mode's deviations and history
 }
 
 // viewState is one read of the machine with its plan, as Status and Queues
@@ -362,6 +368,9 @@ func (e *Engine) plan(snap *platform.Snapshot, s Settings) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plan %s: %w", s.Mode, err)
 	}
+	if s.Mode == ModeAdaptive {
+		p = e.adaptPlan(snap, p)
+	}
 	return p, nil
 }
 
@@ -484,6 +493,9 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 	}
 	res := ApplyPlan(ctx, e.writer, snap, actions, req.DryRun)
 	res.Mode = p.Mode
+	if !req.DryRun && p.Mode != ModeAdaptive {
+		e.clearDeviations()
+	}
 	res.DurationUS = time.Since(start).Microseconds()
 	if !req.DryRun {
 		reason := req.Reason
@@ -559,6 +571,8 @@ func (e *Engine) SetMode(ctx context.Context, req SetModeRequest) (*Result, erro
 		e.dropView()
 		e.mu.Unlock()
 	}
+	// A mode change starts from the plain plan: adaptive from auto.
+	e.clearDeviations()
 	reason := req.Reason
 	if reason == "" {
 		reason = "set_mode " + string(m)

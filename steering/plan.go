@@ -95,7 +95,9 @@ func NewPlan(s *platform.Snapshot, req PlanRequest) (*Plan, error) {
 	switch mode {
 	case ModeOff, ModeLegacy, ModeAll:
 		p.Policy, p.Evidence = runStockMode(b, s, mode, flows, extra)
-	case ModeAuto, ModeCustom:
+	case ModeAuto, ModeCustom, ModeAdaptive:
+		// adaptive plans as auto; the deviations of its control loop are
+		// laid over the plan by the engine (AdaptPlan).
 		ctx = planAuto(b, s, flows, extra, offload)
 		p.Policy, p.Evidence = ctx.policy, ctx.evidence
 		b.hints = append(b.hints, ctx.hints...)

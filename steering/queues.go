@@ -23,7 +23,28 @@ func (e *Engine) Queues(ctx context.Context, device string) ([]DeviceQueues, err
 	if device != "" && snapDevice(v.snap, device) == nil {
 		return nil, fmt.Errorf("no device %q: %w", device, ErrInvalid)
 	}
-	return QueueViews(v.snap, v.plan, device), nil
+	views := QueueViews(v.snap, v.plan, device)
+	if v.plan.Mode == ModeAdaptive {
+		markDeviations(views, e.Deviations())
+	}
+	return views, nil
+}
+
+// markDeviations sets RxQueueView.Adaptive for the deviated queues.
+func markDeviations(views []DeviceQueues, devs []Deviation) {
+	for _, d := range devs {
+		for i := range views {
+			if views[i].Name != d.Device {
+				continue
+			}
+			for j := range views[i].Rx {
+				if views[i].Rx[j].Queue == d.Queue {
+					dc := d
+					views[i].Rx[j].Adaptive = &dc
+				}
+			}
+		}
+	}
 }
 
 // QueueViews joins the snapshot's queues, threads and IRQs (paired by

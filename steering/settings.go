@@ -92,7 +92,7 @@ func (e *SettingsError) Error() string {
 //
 // Mode, in order:
 //  1. /etc/config/packet_steering `globals.mode`, when the file exists and the
-//     option is set: one of off, legacy, all, auto, custom (Source
+//     option is set: one of off, legacy, all, auto, custom, adaptive (Source
 //     "packet_steering"). An unknown value falls back to auto (Source
 //     "default") with a problem reported: a typo must not switch steering off
 //     nor leave the previous state half-applied.

@@ -76,5 +76,8 @@ func (e *Engine) Status(ctx context.Context) (*Status, error) {
 		})
 	}
 	st.LastApply = last
+	if p.Mode == ModeAdaptive {
+		st.Adaptive = e.adaptiveStatus()
+	}
 	return st, nil
 }

@@ -10,10 +10,13 @@ const (
 	ModeAll    Mode = "all"
 	ModeAuto   Mode = "auto"
 	ModeCustom Mode = "custom"
+	// ModeAdaptive is experimental: the auto plan, with queues moved off a
+	// CPU that cannot keep up while traffic flows (steering/adaptive.go).
+	ModeAdaptive Mode = "adaptive"
 )
 
 // Modes lists every mode in the order they are shown to users.
-var Modes = []Mode{ModeOff, ModeLegacy, ModeAll, ModeAuto, ModeCustom}
+var Modes = []Mode{ModeOff, ModeLegacy, ModeAll, ModeAuto, ModeCustom, ModeAdaptive}
 
 // Action kinds.
 const (

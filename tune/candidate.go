@@ -31,11 +31,13 @@ type DeviceMask struct {
 }
 
 // SweepModes are the modes measured by default, in the order shown: every
-// mode but custom, which candidates with RPS overrides stand for.
+// mode but custom, which candidates with RPS overrides stand for, and
+// adaptive, which is measured only when listed in --candidates (the auto
+// plan with the adaptive loop running through the candidate's runs).
 func SweepModes() []steering.Mode {
 	var out []steering.Mode
 	for _, m := range steering.Modes {
-		if m != steering.ModeCustom {
+		if m != steering.ModeCustom && m != steering.ModeAdaptive {
 			out = append(out, m)
 		}
 	}
@@ -55,7 +57,7 @@ func CustomCandidate(rps []DeviceMask) Candidate {
 }
 
 // ParseCandidates reads a candidate list. Candidates are separated by ';'
-// or whitespace. Each is a mode (off, legacy, all, auto) or a custom
+// or whitespace. Each is a mode (off, legacy, all, auto, adaptive) or a custom
 // candidate: DEV:MASK pairs joined by '/', as in "eth0:0/br-lan:2". MASK
 // is a kernel hex mask and may hold commas above 32 CPUs ("1,00000000").
 // The separators are the characters the kernel forbids in device names
@@ -75,7 +77,7 @@ func ParseCandidates(s string) ([]Candidate, error) {
 		if !strings.Contains(f, ":") {
 			m, err := steering.ParseMode(f)
 			if err != nil || m == steering.ModeCustom {
-				return nil, fmt.Errorf("candidate %q: not a mode (off, legacy, all, auto) nor DEV:MASK", f)
+				return nil, fmt.Errorf("candidate %q: not a mode (off, legacy, all, auto, adaptive) nor DEV:MASK", f)
 			}
 			c = ModeCandidate(m)
 		} else {

@@ -23,6 +23,7 @@ func TestParseCandidates(t *testing.T) {
 		wantErr string
 	}{
 		{in: "off;auto", want: []Candidate{{Name: "off", Mode: "off"}, {Name: "auto", Mode: "auto"}}},
+		{in: "auto adaptive", want: []Candidate{{Name: "auto", Mode: "auto"}, {Name: "adaptive", Mode: "adaptive"}}},
 		{in: " legacy  all\n", want: []Candidate{{Name: "legacy", Mode: "legacy"}, {Name: "all", Mode: "all"}}},
 		{in: "eth0:2/br-lan:0", want: []Candidate{{Name: "eth0:2/br-lan:0", Mode: "custom",
 			RPS: []DeviceMask{{"eth0", "2"}, {"br-lan", "0"}}}}},

@@ -210,6 +210,20 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 		return err
 	}
 	st := NewMachine(eng, steering.NewFSWriter(o.Root))
+	for _, c := range cands {
+		if c.Mode != steering.ModeAdaptive {
+			continue
+		}
+		// The adaptive candidate's engine takes its locks in a private
+		// directory: the sweep holds the real ones throughout.
+		lockDir, err := os.MkdirTemp("", "packet-steering-tune-")
+		if err != nil {
+			return fmt.Errorf("adaptive candidate: %w", err)
+		}
+		defer os.RemoveAll(lockDir)
+		st.Adaptive = steering.NewEngine(o.Root, steering.WithLockDir(lockDir))
+		break
+	}
 	sw := &Sweep{
 		Candidates: cands, Runs: o.Runs, Settle: o.Settle, Load: load, Steerer: st,
 		Counters: func() ([]CPUCounters, error) { return ReadCounters(o.Root) },
@@ -242,6 +256,9 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 	rep, err := sw.Run(sctx)
 	cancel()
 	release()
+	for name, n := range st.Moves {
+		fmt.Fprintf(stderr, "tune: %s: the adaptive loop made %d moves during its runs\n", name, n)
+	}
 	if err != nil && errors.Is(context.Cause(sctx), errLimit) && ctx.Err() == nil {
 		err = fmt.Errorf("%w: %w", errLimit, err)
 	}

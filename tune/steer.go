@@ -22,9 +22,19 @@ type Machine struct {
 	// Writer is the applier's access to the knobs (steering.NewFSWriter).
 	Writer steering.Writer
 
-	snap    *platform.Snapshot
-	plans   map[string]*steering.Plan
-	restore []steering.Action
+	// Adaptive, when set, measures the adaptive candidate: an engine of
+	// its own (with a private lock directory, as the sweep holds the
+	// apply locks) is put in adaptive mode, live only, and its loop runs
+	// with AdaptiveConfig until the next candidate or the restore.
+	Adaptive       *steering.Engine
+	AdaptiveConfig steering.AdaptiveConfig
+
+	snap     *platform.Snapshot
+	plans    map[string]*steering.Plan
+	restore  []steering.Action
+	stopLoop func() int
+	// Moves counts the adaptive loop's moves per adaptive candidate.
+	Moves map[string]int
 }
 
 // NewMachine returns the Steerer for a steering engine's machine.
@@ -151,6 +161,11 @@ func (e *Machine) Prepare(ctx context.Context, cands []Candidate) (*Prepared, er
 	for _, c := range cands {
 		prep.Masks = append(prep.Masks, rpsColumns(e.plans[c.Name], prep.Devices))
 		sig := planSignature(e.plans[c.Name])
+		if c.Mode == steering.ModeAdaptive {
+			// Starts from auto's plan but moves while it runs: never the
+			// same as a static candidate.
+			sig = "adaptive " + sig
+		}
 		same, ok := first[sig]
 		if !ok {
 			first[sig] = c.Name
@@ -226,11 +241,62 @@ func resultError(res *steering.Result) error {
 // Apply implements Steerer. A failed write is rolled back per device by
 // the applier and reported as an error.
 func (e *Machine) Apply(ctx context.Context, c Candidate) error {
+	e.endLoop()
 	p := e.plans[c.Name]
 	if p == nil || e.snap == nil {
 		return fmt.Errorf("candidate %s was not prepared", c.Name)
 	}
+	if c.Mode == steering.ModeAdaptive {
+		return e.startAdaptive(ctx, c)
+	}
 	return resultError(steering.ApplyPlan(ctx, e.Writer, e.snap, p.Actions, false))
+}
+
+// startAdaptive applies the auto plan through the adaptive engine and
+// starts its loop.
+func (e *Machine) startAdaptive(ctx context.Context, c Candidate) error {
+	if e.Adaptive == nil {
+		return fmt.Errorf("candidate %s: no engine for the adaptive loop", c.Name)
+	}
+	res, err := e.Adaptive.SetMode(ctx, steering.SetModeRequest{Mode: steering.ModeAdaptive, Reason: "tune " + c.Name})
+	if err != nil {
+		return err
+	}
+	if err := resultError(res); err != nil {
+		return err
+	}
+	cfg := e.AdaptiveConfig
+	if cfg == (steering.AdaptiveConfig{}) {
+		cfg = steering.DefaultAdaptiveConfig()
+	}
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	moves := 0
+	go func() {
+		defer close(done)
+		_ = e.Adaptive.RunAdaptive(lctx, cfg, func(ctx context.Context, m []steering.Move) (*steering.Result, error) {
+			moves += len(m)
+			return e.Adaptive.Adapt(ctx, m)
+		})
+	}()
+	e.stopLoop = func() int {
+		cancel()
+		<-done
+		if e.Moves == nil {
+			e.Moves = map[string]int{}
+		}
+		e.Moves[c.Name] += moves
+		return moves
+	}
+	return nil
+}
+
+// endLoop stops a running adaptive loop.
+func (e *Machine) endLoop() {
+	if e.stopLoop != nil {
+		e.stopLoop()
+		e.stopLoop = nil
+	}
 }
 
 // Restore implements Steerer: it writes every captured knob back, each on
@@ -238,6 +304,7 @@ func (e *Machine) Apply(ctx context.Context, c Candidate) error {
 // others, as a per-device rollback would), and then checks, with a dry run
 // against a fresh snapshot, that none differs.
 func (e *Machine) Restore(ctx context.Context) (RestoreResult, error) {
+	e.endLoop()
 	if e.snap == nil {
 		return RestoreResult{}, nil
 	}

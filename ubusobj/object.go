@@ -99,7 +99,7 @@ func Methods() []Method {
 		}},
 		{Name: "set_mode", call: (*Object).callSetMode, Args: []ArgPolicy{
 			{Name: "mode", Type: ubus.TypeString, Required: true, Check: checkMode,
-				Doc: "off, legacy, all, auto or custom"},
+				Doc: "off, legacy, all, auto, custom or adaptive"},
 			{Name: "flows", Type: ubus.TypeInt32, Check: checkFlows,
 				Doc: "rps_flow_cnt per rx queue, 0 to steering.MaxFlows (default: unchanged)"},
 			{Name: "persist", Type: ubus.TypeBool,
@@ -360,6 +360,35 @@ func (o *Object) SetMode(ctx context.Context, req steering.SetModeRequest) (*ste
 	}
 	o.logApply(req.Reason, res)
 	o.announce(ctx, req.Reason, res)
+	return res, nil
+}
+
+// Adapter is the engine's adaptive half; *steering.Engine implements it.
+type Adapter interface {
+	Adapt(ctx context.Context, moves []steering.Move) (*steering.Result, error)
+}
+
+// Adapt applies the adaptive loop's moves through the engine (which must
+// implement Adapter), logs each move with its reason and, when something
+// changed, announces the apply as EventApplied with the reason
+// steering.AdaptReason gives (which queue, from and to which CPU, which
+// CPU was saturated by which measure).
+func (o *Object) Adapt(ctx context.Context, moves []steering.Move) (*steering.Result, error) {
+	a, ok := o.engine.(Adapter)
+	if !ok {
+		return nil, errors.New("adaptive moves: the engine cannot apply them")
+	}
+	reason := steering.AdaptReason(moves)
+	res, err := a.Adapt(context.WithoutCancel(ctx), moves)
+	if err != nil {
+		o.log.Warn("adaptive move not applied", "reason", reason, "err", err)
+		return nil, fmt.Errorf("%s: %w", reason, err)
+	}
+	for _, m := range moves {
+		o.log.Info("adaptive move", "queue", m.Key(), "kind", m.Kind, "from", m.From, "to", m.To, "auto_cpu", m.Home, "why", m.Reason)
+	}
+	o.logApply(reason, res)
+	o.announce(ctx, reason, res)
 	return res, nil
 }
 

@@ -38,6 +38,8 @@ type daemonConfig struct {
 	// takeover, when set, takes steering back from netifd's service when
 	// procd announces that it started (serviceWatch); nil watches nothing.
 	takeover func(ctx context.Context)
+	// adaptive configures the adaptive mode's loop (zero: the default).
+	adaptive steering.AdaptiveConfig
 }
 
 // daemonDrainWait bounds how long a stop waits for the calls in progress:
@@ -105,11 +107,24 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 // signals and connection changes: no timers run while it is idle and
 // connected.
 func serveDaemon(ctx context.Context, cfg daemonConfig) error {
+	// The adaptive loop runs on the engine itself; its moves go through
+	// the object (logged and announced) and the wrappers below.
+	var obj *ubusobj.Object
+	runner := &adaptiveRunner{log: cfg.log, run: func(context.Context) error { return nil }}
+	if l, ok := cfg.engine.(adaptiveLooper); ok {
+		acfg := cfg.adaptive
+		if acfg == (steering.AdaptiveConfig{}) {
+			acfg = steering.DefaultAdaptiveConfig()
+		}
+		runner.run = func(ctx context.Context) error { return l.RunAdaptive(ctx, acfg, obj.Adapt) }
+	}
+	defer runner.stop()
 	if cfg.trimIdle > 0 && cfg.trim != nil {
 		t := &idleTrimmer{after: cfg.trimIdle, trim: cfg.trim}
 		defer t.stop()
 		cfg.engine = trimmingEngine{Engine: cfg.engine, t: t}
 	}
+	cfg.engine = modeEngine{Engine: cfg.engine, r: runner}
 	connected := make(chan struct{})
 	var once sync.Once
 	var watch *serviceWatch
@@ -120,7 +135,7 @@ func serveDaemon(ctx context.Context, cfg daemonConfig) error {
 				watch.subscribe(ctx, conn)
 			}
 		}))
-	obj := ubusobj.New(cfg.engine, ubusobj.Options{Events: client, Logger: cfg.log})
+	obj = ubusobj.New(cfg.engine, ubusobj.Options{Events: client, Logger: cfg.log})
 	if cfg.takeover != nil {
 		watch = &serviceWatch{log: cfg.log, takeover: cfg.takeover, apply: func(reason string) {
 			if _, err := obj.Apply(context.WithoutCancel(ctx), steering.ApplyRequest{Reason: reason}); err != nil {
@@ -160,6 +175,7 @@ func serveDaemon(ctx context.Context, cfg daemonConfig) error {
 		select {
 		case <-ctx.Done():
 			cfg.log.Info("stopping")
+			runner.stop()
 			dctx, cancel := context.WithTimeout(context.Background(), cfg.drainWait)
 			err := obj.Drain(dctx)
 			cancel()
@@ -239,4 +255,9 @@ func (e trimmingEngine) Apply(ctx context.Context, req steering.ApplyRequest) (*
 func (e trimmingEngine) SetMode(ctx context.Context, req steering.SetModeRequest) (*steering.Result, error) {
 	defer e.t.poke()
 	return e.Engine.SetMode(ctx, req)
+}
+
+func (e trimmingEngine) Adapt(ctx context.Context, moves []steering.Move) (*steering.Result, error) {
+	defer e.t.poke()
+	return adapt(ctx, e.Engine, moves)
 }

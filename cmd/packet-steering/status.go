@@ -64,6 +64,7 @@ func printStatus(w io.Writer, st *steering.Status) error {
 	for _, g := range st.ConfigErrors {
 		fmt.Fprintf(w, "config error: %s: %s (last good settings kept)\n", g.Path, g.Error)
 	}
+	printAdaptive(w, st.Adaptive)
 	if len(st.Hints) > 0 {
 		fmt.Fprintln(w, "hints:")
 		for _, h := range st.Hints {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
+	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 	"github.com/packet-steering/packet-steering/steering"
 )
 
@@ -17,7 +18,7 @@ import (
 // runs its takeover at once; other services are ignored; irqbalance
 // starting re-applies.
 func TestDaemonTakesOverWhenStockServiceStarts(t *testing.T) {
-	root := daemonFixture(t)
+	root := fixturetest.Root(t, "demo", nil)
 	_, sock := ubustest.Start(t)
 
 	procd := dialTest(t, sock)

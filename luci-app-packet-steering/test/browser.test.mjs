@@ -305,6 +305,22 @@ test('a knob changed behind the daemon\'s back is marked, and re-apply fixes it'
 	await page.waitForFunction(() => document.querySelector('#ps-sync')?.textContent === 'In sync', null, { timeout: 15000 });
 	assert.equal(readKnob('eth0', 'tx-0', 'xps_cpus'), xps, 'apply restored the planned XPS mask');
 	assert.equal(await page.$$eval('.ps-xps-diff', (n) => n.length), 0);
+
+	// Adaptive (experimental) starts from the auto plan: the page shows
+	// its section (no deviations yet); back in auto the section goes.
+	assert.equal(await page.isVisible('#ps-adaptive h3'), false);
+	await page.selectOption('#ps-mode-select', 'adaptive');
+	await page.getByRole('button', { name: 'Save & Apply' }).click();
+	await page.waitForFunction(() => document.querySelector('#ps-mode')?.textContent === 'adaptive', null, { timeout: 20000 });
+	await dismissNotifications();
+	assert.match(await page.textContent('#ps-adaptive h3'), /Adaptive steering \(experimental\)/);
+	assert.match(await page.textContent('#ps-deviations'), /None/);
+	assert.equal(await page.textContent('#ps-sync'), 'In sync');
+	await page.selectOption('#ps-mode-select', 'auto');
+	await page.getByRole('button', { name: 'Save & Apply' }).click();
+	await page.waitForFunction(() => document.querySelector('#ps-mode')?.textContent === 'auto', null, { timeout: 20000 });
+	await dismissNotifications();
+	assert.equal(await page.isVisible('#ps-adaptive h3'), false);
 	assert.deepEqual(consoleErrors, [], 'no console errors over the whole session');
 });
 

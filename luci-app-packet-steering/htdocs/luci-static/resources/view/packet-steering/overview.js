@@ -41,7 +41,7 @@ var callSetMode = rpc.declare({
 	reject: true
 });
 
-var MODES = [ 'off', 'legacy', 'all', 'auto', 'custom' ];
+var MODES = [ 'off', 'legacy', 'all', 'auto', 'custom', 'adaptive' ];
 
 function modeText(mode) {
 	switch (mode) {
@@ -50,6 +50,7 @@ function modeText(mode) {
 	case 'all': return _('Like legacy, but RPS spreads each queue over all CPUs (stock mode 2).');
 	case 'auto': return _('Legacy, changed only where a measured profile or the kernel\'s scaling guide knows better. Recommended.');
 	case 'custom': return _('Auto, then the per-device overrides in /etc/config/packet_steering.');
+	case 'adaptive': return _('Experimental: auto, then while traffic flows a queue moves off a CPU that cannot keep up to the least loaded one, and back when the load is gone.');
 	}
 	return '';
 }
@@ -271,10 +272,11 @@ var CSS = [
 	'.ps-spark > div { flex:1; background:#60a5fa; min-height:1px; }',
 	'.ps-num-bad { color:#c62828; font-weight:600; }',
 	'.ps-hints { margin:0; padding-left:18px; } .ps-hints li { margin:4px 0; }',
+	'.ps-deviated { border-left:3px solid #d08a00; } .ps-adaptive-mark { color:#a06600; display:block; }',
 	'.ps-modes { margin:6px 0 0; padding:0; list-style:none; font-size:13px; }',
 	'.ps-modes li { padding:3px 8px; border-radius:4px; color:#52606d; }',
 	'.ps-modes li.ps-selected { background:#e7f1fb; color:#1f2933; }',
-	'.ps-modes b { display:inline-block; width:60px; }',
+	'.ps-modes b { display:inline-block; width:72px; }',
 	'.ps-result table { margin-top:6px; }',
 	'.ps-arrow { color:#66788a; padding:0 4px; }'
 ].join('\n');
@@ -299,6 +301,7 @@ return view.extend({
 		this.mapNode = E('div', { 'class': 'cbi-section', 'id': 'ps-map' });
 		this.loadNode = E('div', { 'class': 'cbi-section', 'id': 'ps-load' });
 		this.hintsNode = E('div', { 'class': 'cbi-section', 'id': 'ps-hints' });
+		this.adaptiveNode = E('div', { 'class': 'cbi-section', 'id': 'ps-adaptive' });
 		this.resultNode = E('div', { 'class': 'cbi-section ps-result', 'id': 'ps-result' });
 
 		this.modeSelect = E('select', {
@@ -363,6 +366,7 @@ return view.extend({
 				_('Where the kernel\'s receive work runs: for each rx queue, the CPU of its interrupt, of its NAPI thread, and the CPUs RPS hands packets to; compared with the plan of the chosen mode.')
 			]),
 			this.statusNode,
+			this.adaptiveNode,
 			this.mapNode,
 			this.loadNode,
 			this.hintsNode,
@@ -412,6 +416,7 @@ return view.extend({
 				this.samples.shift();
 		}
 		this.renderStatus();
+		this.renderAdaptive();
 		this.renderMap();
 		this.renderLoad();
 		this.renderHints();
@@ -489,6 +494,55 @@ return view.extend({
 		replace(this.statusNode, children);
 	},
 
+	renderAdaptive: function() {
+		var st = this.status, ad = st && st.adaptive;
+		if (!ad) {
+			replace(this.adaptiveNode, []);
+			this.adaptiveNode.style.display = 'none';
+			return;
+		}
+		this.adaptiveNode.style.display = '';
+		var smp = ad.sampling;
+		var loop = (smp && smp.running)
+			? _('Sampling every %.1f s (%s); %d samples, %d full.').format((smp.interval_ms || 0) / 1000,
+				smp.active ? _('traffic: %s packets/s').format(fmtInt(Math.round(smp.pps || 0))) : _('no traffic'),
+				smp.wakeups || 0, smp.full_samples || 0)
+			: _('The control loop is not running.');
+		var children = [
+			E('h3', {}, [ _('Adaptive steering (experimental)') ]),
+			E('p', { 'class': 'ps-quiet', 'id': 'ps-adaptive-loop' }, [ loop ])
+		];
+		if (smp && Array.isArray(smp.loads) && smp.loads.length)
+			children.push(E('p', { 'class': 'ps-quiet' }, [ smp.loads.map(function(l) {
+				return _('CPU %d: net %d%%, busy %d%%').format(l.cpu, Math.round(l.net * 100), Math.round(l.busy * 100)) +
+					(l.saturated ? ' (' + _('saturated: %s').format(l.saturated) + ')' : '');
+			}).join(' \u00b7 ') ]));
+		var devs = ad.deviations || [];
+		children.push(E('h4', {}, [ _('Deviations from the auto plan') ]));
+		if (!devs.length)
+			children.push(E('p', { 'class': 'ps-quiet', 'id': 'ps-deviations' }, [ _('None: every queue is where auto puts it.') ]));
+		else
+			children.push(E('ul', { 'id': 'ps-deviations' }, devs.map(function(d) {
+				return E('li', { 'data-queue': d.device + '/' + d.queue }, [
+					E('b', {}, [ d.device + ' ' + d.queue ]), ' ',
+					_('%s on CPU %d instead of CPU %d since %s: %s').format(d.kind == 'rps' ? _('RPS') : _('NAPI thread'), d.cpu, d.auto_cpu, fmtTime(d.since), d.reason)
+				]);
+			})));
+		var moves = (ad.moves || []).slice().reverse();
+		children.push(E('h4', {}, [ _('Recent moves') ]));
+		if (!moves.length)
+			children.push(E('p', { 'class': 'ps-quiet', 'id': 'ps-moves' }, [ _('No moves yet.') ]));
+		else
+			children.push(E('ul', { 'id': 'ps-moves' }, moves.map(function(m) {
+				return E('li', {}, [
+					fmtTime(m.time), ' ', E('b', {}, [ m.device + ' ' + m.queue ]), ' ',
+					_('CPU %d \u2192 CPU %d: %s').format(m.from, m.to, m.reason),
+					m.error ? E('span', { 'class': 'ps-bad' }, [ ' ' + _('(failed: %s)').format(m.error) ]) : ''
+				]);
+			})));
+		replace(this.adaptiveNode, children);
+	},
+
 	renderMap: function() {
 		var n = this.cpuCount();
 		var devs = (this.devices || []).filter(isSteered);
@@ -520,11 +574,16 @@ return view.extend({
 					n > 16 ? String(c) : _('CPU %d').format(c)
 				]));
 
-			var row = function(queue, sub, marks, kinds) {
-				cells.push(E('div', { 'class': 'ps-rowhead' }, [
+			var row = function(queue, sub, marks, kinds, moved) {
+				var head = [
 					E('b', {}, [ queue ]),
 					E('small', {}, [ sub.join(' \u00b7 ') || _('no NAPI thread or IRQ of its own') ])
-				]));
+				];
+				if (moved)
+					head.push(E('small', { 'class': 'ps-adaptive-mark', 'title': moved.reason || '' }, [
+						_('adaptive: on CPU %d, auto: CPU %d').format(moved.cpu, moved.auto_cpu)
+					]));
+				cells.push(E('div', { 'class': 'ps-rowhead' + (moved ? ' ps-deviated' : ''), 'data-queue': queue }, head));
 				for (var c = 0; c < n; c++) {
 					var chips = [], diff = false, tips = [];
 					kinds.forEach(function(kind) {
@@ -562,7 +621,7 @@ return view.extend({
 					sub.push(_('IRQ %d %s').format(rx.irq.irq, rx.irq.name || ''));
 				if (rx.rps_flow_cnt)
 					sub.push(_('%d flows').format(rx.rps_flow_cnt));
-				row(rx.queue, sub, queueMarks(rx), [ 'irq', 'napi', 'rps' ]);
+				row(rx.queue, sub, queueMarks(rx), [ 'irq', 'napi', 'rps' ], rx.adaptive);
 			});
 
 			(dev.tx || []).forEach(function(tx) {

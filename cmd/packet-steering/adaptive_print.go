@@ -1,0 +1,53 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/packet-steering/packet-steering/steering"
+)
+
+// printAdaptive writes the adaptive part of a status for humans: the loop,
+// the deviations from the auto plan with their reasons, the recent moves.
+func printAdaptive(w io.Writer, a *steering.AdaptiveStatus) {
+	if a == nil {
+		return
+	}
+	fmt.Fprintln(w, "adaptive (experimental):")
+	if s := a.Sampling; s != nil && s.Running {
+		state := "no traffic"
+		if s.Active {
+			state = fmt.Sprintf("traffic, %.0f packets/s", s.PPS)
+		}
+		fmt.Fprintf(w, "  loop: sampling every %s (%s); %d samples, %d full\n", time.Duration(s.IntervalMS)*time.Millisecond, state, s.Wakeups, s.Full)
+		for _, l := range s.Loads {
+			sat := ""
+			if l.Saturated != "" {
+				sat = "  saturated: " + l.Saturated
+			}
+			fmt.Fprintf(w, "    cpu%d net %3.0f%%  softirq %3.0f%%  busy %3.0f%%%s\n", l.CPU, l.Net*100, l.Softirq*100, l.Busy*100, sat)
+		}
+		if s.Error != "" {
+			fmt.Fprintf(w, "  last sample failed: %s\n", s.Error)
+		}
+	} else {
+		fmt.Fprintln(w, "  loop: not running in this process (the daemon keeps the deviations: `ubus call packet_steering status`)")
+	}
+	if len(a.Deviations) == 0 {
+		fmt.Fprintln(w, "  deviations from auto: none")
+	}
+	for _, d := range a.Deviations {
+		fmt.Fprintf(w, "  %s (%s) on cpu%d, auto: cpu%d, since %s: %s\n", d.Key(), d.Kind, d.CPU, d.Home, d.Since.Format(time.RFC3339), d.Reason)
+	}
+	if len(a.Moves) > 0 {
+		fmt.Fprintln(w, "  recent moves:")
+	}
+	for _, m := range a.Moves {
+		res := fmt.Sprintf("%d changed", m.Changed)
+		if m.Error != "" {
+			res = "failed: " + m.Error
+		}
+		fmt.Fprintf(w, "    %s %s (%s)\n", m.Time.Format(time.RFC3339), m.Move.String(), res)
+	}
+}

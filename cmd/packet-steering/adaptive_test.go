@@ -1,0 +1,333 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
+	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
+	"github.com/packet-steering/packet-steering/steering"
+)
+
+// loadSim writes the load counters of a fixture root as if the given NAPI
+// threads (pid -> fraction of a CPU) and RPS work (rps_cpus file -> fraction
+// of a CPU, as softirq time on the mask's lowest CPU) ran, with pps packets
+// per second spread over the CPUs.
+type loadSim struct {
+	root    string
+	cpus    int
+	start   time.Time
+	mu      sync.Mutex
+	threads map[int]float64
+	softirq map[string]float64
+	pps     float64
+	stat    map[int][]string // the fields after comm of each thread's stat
+	head    map[int]string   // "pid (comm)"
+	ticks   map[int]float64  // accumulated thread ticks
+	cpuAcc  []struct{ total, idle, softirq, processed float64 }
+	last    time.Time
+}
+
+func newLoadSim(t *testing.T, root string, cpus int, pids ...int) *loadSim {
+	t.Helper()
+	s := &loadSim{root: root, cpus: cpus, start: time.Now(), last: time.Now(), threads: map[int]float64{}, softirq: map[string]float64{},
+		stat: map[int][]string{}, head: map[int]string{}, ticks: map[int]float64{}}
+	s.cpuAcc = make([]struct{ total, idle, softirq, processed float64 }, cpus)
+	for _, pid := range pids {
+		b, err := os.ReadFile(filepath.Join(root, "proc", fmt.Sprint(pid), "stat"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		s.head[pid] = string(b[:i+1])
+		s.stat[pid] = strings.Fields(string(b[i+1:]))
+	}
+	return s
+}
+
+func (s *loadSim) set(threads map[int]float64, softirq map[string]float64, pps float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.threads, s.softirq, s.pps = threads, softirq, pps
+}
+
+// step advances the counters to now and writes them (each file replaced
+// by a rename, so a reader never sees half of one).
+func (s *loadSim) step(t *testing.T) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	dt := now.Sub(s.last).Seconds()
+	s.last = now
+	busy := make([]float64, s.cpus)
+	for pid, l := range s.threads {
+		s.ticks[pid] += l * dt * 100
+	}
+	softirq := map[int]float64{}
+	for rel, l := range s.softirq {
+		b, err := os.ReadFile(filepath.Join(s.root, rel))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		set, err := cpuset.ParseMask(strings.TrimSpace(string(b)))
+		if err != nil || set.IsEmpty() {
+			continue
+		}
+		softirq[set.CPUs()[0]] += l
+	}
+	var stat, softnet strings.Builder
+	net := "NET_RX:"
+	hdr := ""
+	for c := 0; c < s.cpus; c++ {
+		a := &s.cpuAcc[c]
+		busy[c] = softirq[c]
+		a.total += dt * 100
+		a.softirq += softirq[c] * dt * 100
+		a.processed += s.pps / float64(s.cpus) * dt
+		a.idle += (1 - busy[c]) * dt * 100
+		fmt.Fprintf(&stat, "cpu%d 0 0 %d %d 0 0 %d 0 0 0\n", c, uint64(a.total-a.idle-a.softirq), uint64(a.idle), uint64(a.softirq))
+		fmt.Fprintf(&softnet, "%08x 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 %08x\n", uint64(a.processed), c)
+		hdr += fmt.Sprintf(" CPU%d", c)
+		net += fmt.Sprintf(" %d", uint64(a.processed))
+	}
+	write := func(rel, content string) {
+		p := filepath.Join(s.root, rel)
+		if err := os.WriteFile(p+".tmp", []byte(content), 0o644); err != nil {
+			t.Error(err)
+			return
+		}
+		if err := os.Rename(p+".tmp", p); err != nil {
+			t.Error(err)
+		}
+	}
+	write("proc/stat", stat.String())
+	write("proc/net/softnet_stat", softnet.String())
+	write("proc/softirqs", hdr+"\n"+net+"\n")
+	for pid, f := range s.stat {
+		f[11] = fmt.Sprint(uint64(s.ticks[pid]))
+		write(filepath.Join("proc", fmt.Sprint(pid), "stat"), s.head[pid]+" "+strings.Join(f, " ")+"\n")
+	}
+}
+
+// The adaptive loop in the daemon: set_mode adaptive starts it; while the
+// simulated load saturates CPU 0 (ring 0's thread plus wlan0's RPS work),
+// one queue moves, announced as packet_steering.applied with the reason;
+// status and get_queues show the deviation; set_mode auto stops the loop
+// and puts the auto placement back.
+func TestDaemonAdaptiveLoop(t *testing.T) {
+	root := fixturetest.Root(t, "demo", nil)
+	sim := newLoadSim(t, root, 4, 300, 301, 302, 303)
+	sim.set(map[int]float64{300: 0.1, 301: 0.1}, nil, 100)
+	sim.step(t)
+	_, sock := ubustest.Start(t)
+	events := listenApplied(t, sock)
+
+	cfg := steering.DefaultAdaptiveConfig()
+	cfg.Interval, cfg.MaxIdleInterval, cfg.MinDwell = 100*time.Millisecond, 400*time.Millisecond, 2*time.Second
+	log := &lockedBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- serveDaemon(ctx, daemonConfig{socket: sock, engine: steering.NewEngine(root), log: newDaemonLogger(log, true),
+			connectWait: 2 * time.Second, drainWait: 5 * time.Second, adaptive: cfg})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("daemon: %v", err)
+		}
+	}()
+	waitForObject(t, sock, 5*time.Second)
+	waitEvent(t, events) // start
+
+	stopSim := make(chan struct{})
+	simDone := make(chan struct{})
+	go func() {
+		defer close(simDone)
+		tk := time.NewTicker(20 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-stopSim:
+				return
+			case <-tk.C:
+				sim.step(t)
+			}
+		}
+	}()
+	defer func() { close(stopSim); <-simDone }()
+
+	if code, _, errOut := callCmd(t, sock, "set_mode", `{"mode":"adaptive","persist":false}`); code != 0 {
+		t.Fatalf("set_mode adaptive: %s", errOut)
+	}
+	// adaptive starts from the auto plan: nothing changed, no event.
+	if !strings.Contains(log.String(), "adaptive loop started") {
+		t.Fatalf("loop not started:\n%s", log.String())
+	}
+	// Idle: no traffic, no moves, quick samples backing off.
+	time.Sleep(600 * time.Millisecond)
+	code, out, _ := callCmd(t, sock, "status")
+	if code != 0 {
+		t.Fatal(out)
+	}
+	st := decodeReply(t, out)
+	ad, _ := st["adaptive"].(map[string]any)
+	if st["mode"] != "adaptive" || ad == nil {
+		t.Fatalf("status without adaptive: %s", out)
+	}
+	smp := ad["sampling"].(map[string]any)
+	if smp["running"] != true || smp["active"] != false || len(ad["moves"].([]any)) != 0 {
+		t.Errorf("idle sampling %v moves %v", smp, ad["moves"])
+	}
+
+	// CPU 0 saturated: ring 0's thread 50%, wlan0's RPS softirq 45%.
+	sim.set(map[int]float64{300: 0.5, 301: 0.05, 302: 0.05, 303: 0.05}, map[string]float64{"sys/class/net/wlan0/queues/rx-0/rps_cpus": 0.45}, 100000)
+	ev := waitEventFor(t, events, 5*time.Second, func() string {
+		_, out, _ := callCmd(t, sock, "status")
+		return out + "\n" + log.String()
+	})
+	reason, _ := ev["reason"].(string)
+	if !strings.HasPrefix(reason, "adaptive: ") || !strings.Contains(reason, "cpu0 saturated (net load ") || ev["mode"] != "adaptive" {
+		t.Errorf("move event %v", ev)
+	}
+	code, out, _ = callCmd(t, sock, "status")
+	if code != 0 {
+		t.Fatal(out)
+	}
+	ad = decodeReply(t, out)["adaptive"].(map[string]any)
+	devs := ad["deviations"].([]any)
+	if len(devs) != 1 || len(ad["moves"].([]any)) != 1 {
+		t.Fatalf("after the move: %s", out)
+	}
+	dev := devs[0].(map[string]any)
+	if dev["auto_cpu"] != float64(0) || dev["cpu"] == float64(0) || !strings.Contains(dev["reason"].(string), "saturated") {
+		t.Errorf("deviation %v (%T %T)", dev, dev["auto_cpu"], dev["cpu"])
+	}
+	code, out, _ = callCmd(t, sock, "get_queues", fmt.Sprintf(`{"device":"%s"}`, dev["device"]))
+	if code != 0 || !strings.Contains(out, `"adaptive"`) || !strings.Contains(out, `"auto_cpu": 0`) {
+		t.Errorf("get_queues does not show the deviation: %s", out)
+	}
+	if !strings.Contains(log.String(), "msg=\"adaptive move\"") {
+		t.Errorf("move not logged:\n%s", log.String())
+	}
+
+	// Steady afterwards: no more moves for a while.
+	select {
+	case ev := <-events:
+		t.Errorf("second move while steady: %v", ev)
+	case <-time.After(time.Second):
+	}
+
+	if code, _, errOut := callCmd(t, sock, "set_mode", `{"mode":"auto","persist":false}`); code != 0 {
+		t.Fatalf("set_mode auto: %s", errOut)
+	}
+	if ev := waitEvent(t, events); ev["reason"] != "set_mode auto" || ev["changed"].(int64) == 0 {
+		t.Errorf("set_mode auto did not put the auto placement back: %v", ev)
+	}
+	if !strings.Contains(log.String(), "adaptive loop stopped") {
+		t.Errorf("loop not stopped:\n%s", log.String())
+	}
+	code, out, _ = callCmd(t, sock, "status")
+	if code != 0 || strings.Contains(out, `"adaptive"`) {
+		t.Errorf("status in auto still shows adaptive: %s", out)
+	}
+}
+
+func waitEventFor(t *testing.T, ch <-chan map[string]any, d time.Duration, state func() string) map[string]any {
+	t.Helper()
+	select {
+	case ev := <-ch:
+		return ev
+	case <-time.After(d):
+		t.Fatalf("no packet_steering.applied event within %s; state:\n%s", d, state())
+		return nil
+	}
+}
+
+// The idle cost of the adaptive mode: a daemon process in mode adaptive on
+// a machine without traffic (a fixture whose counters do not move). The
+// loop reads only softnet_stat and backs off (2, 4, 8, 16, then every 32
+// s); the process uses no measurable CPU. PS_ADAPTIVE_IDLE_SECONDS sets
+// the window (default 5; the README's figure is from 60).
+func TestDaemonAdaptiveIdleCost(t *testing.T) {
+	if os.Getenv("PS_DAEMON_CHILD") == "1" {
+		return
+	}
+	secs := 5
+	if n, err := strconv.Atoi(os.Getenv("PS_ADAPTIVE_IDLE_SECONDS")); err == nil && n > 0 {
+		secs = n
+	}
+	root := fixturetest.Root(t, "demo", nil)
+	for p, c := range map[string]string{
+		"proc/stat":     "cpu0 1 0 1 5 0 0 2 0\ncpu1 1 0 1 5 0 0 2 0\ncpu2 1 0 1 5 0 0 2 0\ncpu3 1 0 1 5 0 0 2 0\n",
+		"proc/softirqs": "  CPU0 CPU1 CPU2 CPU3\n NET_RX: 1 2 3 4\n",
+	} {
+		if err := os.WriteFile(filepath.Join(root, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, sock := ubustest.Start(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDaemonChildProcess$")
+	cmd.Env = append(os.Environ(), "PS_DAEMON_CHILD=1", "PS_DAEMON_ARGS=daemon\x1f--socket\x1f"+sock+"\x1f--root\x1f"+root)
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	waitForObject(t, sock, 5*time.Second)
+	if code, _, errOut := callCmd(t, sock, "set_mode", `{"mode":"adaptive","persist":false}`); code != 0 {
+		t.Fatalf("set_mode adaptive: %s", errOut)
+	}
+	// Let the call's own work and the first samples settle.
+	time.Sleep(500 * time.Millisecond)
+	wakeups := func() float64 {
+		code, out, _ := callCmd(t, sock, "status")
+		if code != 0 {
+			t.Fatal(out)
+		}
+		ad, _ := decodeReply(t, out)["adaptive"].(map[string]any)
+		smp, _ := ad["sampling"].(map[string]any)
+		if smp == nil || smp["running"] != true {
+			t.Fatalf("loop not running: %s\n%s", out, stderr.String())
+		}
+		return smp["wakeups"].(float64)
+	}
+	w0 := wakeups()
+	// A call arms the idle trimmer (a GC 2 s later): wait it out.
+	time.Sleep(2500 * time.Millisecond)
+	t0 := cpuTicks(t, cmd.Process.Pid)
+	time.Sleep(time.Duration(secs) * time.Second)
+	ticks := cpuTicks(t, cmd.Process.Pid) - t0
+	w := wakeups() - w0
+	t.Logf("adaptive, no traffic, %d s: %d CPU ticks (utime+stime), %.0f loop wake-ups", secs, ticks, w)
+	if ticks > 1 {
+		t.Errorf("idle adaptive daemon used %d CPU ticks in %d s", ticks, secs)
+	}
+	// Back-off: 2+4+8+16 s, then one per 32 s; the status calls above
+	// are not samples.
+	if limit := 4 + float64(secs+3)/32 + 1; w > limit {
+		t.Errorf("%.0f wake-ups in %d s without traffic, want at most %.0f", w, secs, limit)
+	}
+}
