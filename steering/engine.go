@@ -103,6 +103,19 @@ type Status struct {
 	Adaptive *AdaptiveStatus `json:"adaptive,omitempty"`
 }
 
+// ThreadStatus is one NAPI thread with the queues it serves and its live
+// and wanted CPUs (cpu lists; WantCPUs "" where the plan leaves it alone),
+// as `packet-steering status` lists them.
+type ThreadStatus struct {
+	Device    string   `json:"device"`
+	Thread    string   `json:"thread"`
+	PID       int      `json:"pid"`
+	Direction string   `json:"direction"` // platform.DirRX or platform.DirTX
+	Queues    []string `json:"queues"`
+	CPUs      string   `json:"cpus"`
+	WantCPUs  string   `json:"want_cpus"`
+}
+
 // PlatformInfo identifies the machine in status.
 type PlatformInfo struct {
 	Board  string `json:"board"`

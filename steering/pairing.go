@@ -51,20 +51,26 @@ type DevicePairing struct {
 	TxThreads []*platform.NAPIThread
 }
 
-// Pairing is the pairing of every netdev of a snapshot.
+// Pairing is the pairing of every netdev of a snapshot. A netdev is paired
+// when first asked for (most netdevs of a router have no thread and no
+// IRQ, and most callers ask for a few). Not safe for concurrent use.
 type Pairing struct {
+	snap      *platform.Snapshot
 	devs      map[string]*DevicePairing
 	threadDev map[int]string // PID -> netdev
 	irqDev    map[int]string // IRQ number -> netdev
+	rx, tx    map[string][]*platform.NAPIThread
+	irqs      map[string][]*platform.IRQ
+	index     map[string]int // netdev -> position in snap.Devices, made on first use
 }
 
 // PairQueues pairs every netdev's queues with its threads and IRQs. It reads
 // only the snapshot; the pointers point into it.
 func PairQueues(s *platform.Snapshot) *Pairing {
-	p := &Pairing{devs: make(map[string]*DevicePairing, len(s.Devices)),
-		threadDev: make(map[int]string, len(s.NAPIThreads)), irqDev: map[int]string{}}
-	rxThreads := map[string][]*platform.NAPIThread{}
-	txThreads := map[string][]*platform.NAPIThread{}
+	p := &Pairing{snap: s, devs: map[string]*DevicePairing{},
+		threadDev: make(map[int]string, len(s.NAPIThreads)), irqDev: map[int]string{},
+		rx: map[string][]*platform.NAPIThread{}, tx: map[string][]*platform.NAPIThread{},
+		irqs: map[string][]*platform.IRQ{}}
 	for i := range s.NAPIThreads {
 		t := &s.NAPIThreads[i]
 		if t.Device == "" {
@@ -72,25 +78,44 @@ func PairQueues(s *platform.Snapshot) *Pairing {
 		}
 		p.threadDev[t.PID] = t.Device
 		if t.IsTX() {
-			txThreads[t.Device] = append(txThreads[t.Device], t)
+			p.tx[t.Device] = append(p.tx[t.Device], t)
 		} else {
-			rxThreads[t.Device] = append(rxThreads[t.Device], t)
+			p.rx[t.Device] = append(p.rx[t.Device], t)
 		}
 	}
-	irqs := map[string][]*platform.IRQ{}
 	for i := range s.IRQs {
 		q := &s.IRQs[i]
 		if q.Device == "" {
 			continue
 		}
 		p.irqDev[q.Number] = q.Device
-		irqs[q.Device] = append(irqs[q.Device], q)
-	}
-	for i := range s.Devices {
-		d := &s.Devices[i]
-		p.devs[d.Name] = pairDevice(d, rxThreads[d.Name], txThreads[d.Name], irqs[d.Name])
+		p.irqs[q.Device] = append(p.irqs[q.Device], q)
 	}
 	return p
+}
+
+// HasThreads reports whether any NAPI thread serves the netdev.
+func (p *Pairing) HasThreads(name string) bool {
+	return len(p.rx[name]) > 0 || len(p.tx[name]) > 0
+}
+
+// Device returns a netdev's pairing; an unknown name gives an empty one.
+func (p *Pairing) Device(name string) *DevicePairing {
+	if dp, ok := p.devs[name]; ok {
+		return dp
+	}
+	if p.index == nil {
+		p.index = make(map[string]int, len(p.snap.Devices))
+		for i := range p.snap.Devices {
+			p.index[p.snap.Devices[i].Name] = i
+		}
+	}
+	dp := &DevicePairing{}
+	if i, ok := p.index[name]; ok {
+		dp = pairDevice(&p.snap.Devices[i], p.rx[name], p.tx[name], p.irqs[name])
+	}
+	p.devs[name] = dp
+	return dp
 }
 
 // pairDevice pairs one netdev (see the rules above).
@@ -144,14 +169,6 @@ func pairDevice(d *platform.Device, rx, tx []*platform.NAPIThread, irqs []*platf
 		dp.Rx[0].IRQ = whole
 	}
 	return dp
-}
-
-// Device returns a netdev's pairing; an unknown name gives an empty one.
-func (p *Pairing) Device(name string) *DevicePairing {
-	if dp, ok := p.devs[name]; ok {
-		return dp
-	}
-	return &DevicePairing{}
 }
 
 // TxQueuesOf lists the positions of the tx queues a thread serves.

@@ -156,6 +156,24 @@ func TestVirtioQueuesRegression(t *testing.T) {
 			t.Errorf("%s: irq %+v", tx.Queue, tx.IRQ)
 		}
 	}
+	// `status` lists the same pairing: rx threads with their rx queue, then
+	// tx threads with their tx queue.
+	threads, err := e.Threads(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, th := range threads {
+		if th.Device == "eth0" {
+			got = append(got, fmt.Sprintf("%s %v %s %d %s/%s", th.Direction, th.Queues, th.Thread, th.PID, th.CPUs, th.WantCPUs))
+		}
+	}
+	sameLines(t, "status threads", got, []string{
+		"rx [rx-0] napi/eth0-8193 407 0/0", "rx [rx-1] napi/eth0-8194 405 1/1",
+		"rx [rx-2] napi/eth0-8195 403 2/2", "rx [rx-3] napi/eth0-8196 401 3/3",
+		"tx [tx-0] napi/eth0-0 406 0/0", "tx [tx-1] napi/eth0-0 404 1/1",
+		"tx [tx-2] napi/eth0-0 402 2/2", "tx [tx-3] napi/eth0-0 400 3/3",
+	})
 	// A second apply changes nothing.
 	res, err := e.Apply(ctx, ApplyRequest{Reason: "again"})
 	if err != nil {

@@ -84,7 +84,7 @@ const (
 	evIPQ40xx   = "Keep the stock next-CPU rule: it was written for ipq40xx (openwrt/openwrt acce25b789 \"improve packet steering on ipq40xx (and possibly others)\") and no measurement here says otherwise. Users reported single-CPU load on 24.10 (openwrt/openwrt#17611): get_queues shows the placement."
 	evMT7621    = "RPS to all CPUs (stock mode 2) measured 350/350 Mb/s against 220/350 with the default rule on a 350/350 line (openwrt/openwrt#19369, #18901)."
 	evMochabin  = "Steering off: with the stock rule 1511 Mb/s down, with steering off 6758 Mb/s (openwrt/openwrt#24023)."
-	evRSS       = "rss-per-cpu: a device with at least one rx queue per CPU keeps RSS spreading: NAPI thread and per-queue IRQ of queue i on CPU i mod n, RPS off, XPS tx-i from CPU i (Documentation/networking/scaling.rst: with one hardware queue per CPU RPS is redundant; the openwrt-devel ipq807x report measured the stock next-CPU rule as the worst choice on such a device). Other devices follow the stock rule, multi-queue ones without funnelling all queues into one CPU."
+	evRSS       = "rss-per-cpu: a device with at least one rx queue per CPU keeps RSS spreading: rx NAPI thread and per-queue IRQ of rx queue i on CPU i mod n, RPS off, XPS tx-i from CPU i, and the tx-completion thread and tx IRQ of tx queue i on the CPUs XPS sends tx-i from (Documentation/networking/scaling.rst: with one hardware queue per CPU RPS is redundant; the openwrt-devel ipq807x report measured the stock next-CPU rule as the worst choice on such a device). Other devices follow the stock rule, multi-queue ones without funnelling all queues into one CPU."
 )
 
 // bcm53xxIDs and bcm4908IDs identify the targets without DISTRIB_TARGET.

@@ -3,6 +3,9 @@ package steering
 import (
 	"context"
 	"slices"
+	"sort"
+
+	"github.com/packet-steering/packet-steering/platform"
 )
 
 // inSync reports whether every action's live value already equals its
@@ -80,4 +83,73 @@ func (e *Engine) Status(ctx context.Context) (*Status, error) {
 		st.Adaptive = e.adaptiveStatus()
 	}
 	return st, nil
+}
+
+// Threads lists the NAPI threads serving each netdev's queues (PairQueues),
+// per device its rx threads in queue order then its tx-completion threads,
+// with live and wanted CPUs; empty without threaded NAPI. It only reads.
+// (The ubus status reply leaves this out: get_queues has it per queue, and
+// status stays as cheap as it was.)
+func (e *Engine) Threads(ctx context.Context) ([]ThreadStatus, error) {
+	v, err := e.viewState(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return threadStatus(v.snap, v.plan), nil
+}
+
+// threadStatus lists, per netdev in snapshot order, the rx threads in
+// queue order and then the tx-completion threads, each with the queues
+// PairQueues gives it.
+func threadStatus(snap *platform.Snapshot, p *Plan) []ThreadStatus {
+	out := []ThreadStatus{}
+	if len(snap.NAPIThreads) == 0 {
+		return out
+	}
+	// The plan lists thread actions together, by PID.
+	var napi []Action
+	for i, a := range p.Actions {
+		if a.Kind == KindNAPIAffinity {
+			j := i
+			for j < len(p.Actions) && p.Actions[j].Kind == KindNAPIAffinity {
+				j++
+			}
+			napi = p.Actions[i:j]
+			break
+		}
+	}
+	want := func(pid int) string {
+		k := sort.Search(len(napi), func(k int) bool { return napi[k].PID >= pid })
+		if k < len(napi) && napi[k].PID == pid {
+			return napi[k].Value
+		}
+		return ""
+	}
+	pair := PairQueues(snap)
+	for i := range snap.Devices {
+		d := &snap.Devices[i]
+		if !pair.HasThreads(d.Name) {
+			continue
+		}
+		dp := pair.Device(d.Name)
+		add := func(t *platform.NAPIThread, dir string, queues []string) {
+			out = append(out, ThreadStatus{Device: d.Name, Thread: t.Name, PID: t.PID, Direction: dir,
+				Queues: queues, CPUs: t.CPUs, WantCPUs: want(t.PID)})
+		}
+		for j, t := range dp.RxThreads {
+			queues := []string{}
+			if j < len(d.RxQueues) {
+				queues = append(queues, d.RxQueues[j].Name)
+			}
+			add(t, platform.DirRX, queues)
+		}
+		for _, t := range dp.TxThreads {
+			queues := []string{}
+			for _, k := range dp.TxQueuesOf(t) {
+				queues = append(queues, d.TxQueues[k].Name)
+			}
+			add(t, platform.DirTX, queues)
+		}
+	}
+	return out
 }

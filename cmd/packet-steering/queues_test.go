@@ -185,3 +185,50 @@ func TestQueuesCommandVirtio(t *testing.T) {
 		t.Errorf("an rx queue is shown with a tx thread")
 	}
 }
+
+// TestStatusCommandVirtioThreads: `status` lists each NAPI thread with the
+// queues it serves: rx-i with napi/eth0-(8193+i), tx-i with a napi/eth0-0.
+func TestStatusCommandVirtioThreads(t *testing.T) {
+	root := fixturetest.Root(t, "virtio-4q", nil)
+	code, out, stderr := runSnapQ("status", "--root", root)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for i := 0; i < 4; i++ {
+		for _, re := range []string{
+			`(?m)^  eth0 +rx-` + strconv.Itoa(i) + ` +napi/eth0-` + strconv.Itoa(8193+i) + ` \[` + strconv.Itoa(407-2*i) + `\] +0-3 -> ` + strconv.Itoa(i) + `$`,
+			`(?m)^  eth0 +tx-` + strconv.Itoa(i) + ` +napi/eth0-0 \[` + strconv.Itoa(406-2*i) + `\] +0-3 -> ` + strconv.Itoa(i) + `$`,
+		} {
+			if !regexp.MustCompile(re).MatchString(out) {
+				t.Errorf("status lacks %s in:\n%s", re, out)
+			}
+		}
+	}
+}
+
+func TestQueueRange(t *testing.T) {
+	for _, c := range []struct {
+		in   []string
+		want string
+	}{
+		{nil, "-"},
+		{[]string{"rx-0"}, "rx-0"},
+		{[]string{"tx-0", "tx-1"}, "tx-0,tx-1"},
+		{[]string{"tx-0", "tx-1", "tx-2", "tx-3"}, "tx-0..3"},
+		{[]string{"tx-2", "tx-3", "tx-4"}, "tx-2..4"},
+		{[]string{"tx-0", "tx-2", "tx-3"}, "tx-0,tx-2,tx-3"},
+		{[]string{"tx-0", "rx-1", "tx-2"}, "tx-0,rx-1,tx-2"},
+	} {
+		if got := queueRange(c.in); got != c.want {
+			t.Errorf("queueRange(%v) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestQueueRangeOddNames(t *testing.T) {
+	for _, in := range [][]string{{"a", "b", "c"}, {"tx", "tx-1", "tx-2"}, {"", "", ""}} {
+		if got := queueRange(in); got != strings.Join(in, ",") {
+			t.Errorf("queueRange(%q) = %q", in, got)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -12,24 +13,34 @@ import (
 )
 
 // runStatus is `packet-steering status`: the mode in force and why, whether
-// the machine matches the plan, hints, and per-CPU softnet counters. It only
-// reads.
+// the machine matches the plan, hints, the NAPI threads and the queues they
+// serve, and per-CPU softnet counters. It only reads. --json prints what the
+// ubus method status replies, which leaves the threads out.
 func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 	c := newSubcommand(env, "status", "status [--root DIR] [--json]", "").withRoot().
 		withJSON("print the status as JSON")
 	if help, err := c.parse(args); help || err != nil {
 		return err
 	}
-	st, err := steering.NewEngine(c.rootDir()).Status(ctx)
+	e := steering.NewEngine(c.rootDir())
+	st, err := e.Status(ctx)
 	if err != nil {
 		return err
 	}
-	return c.output("status", st, func(w io.Writer) error { return printStatus(w, st) })
+	var threads []steering.ThreadStatus
+	if c.json == nil || !*c.json {
+		if threads, err = e.Threads(ctx); err != nil {
+			return err
+		}
+	}
+	return c.output("status", st, func(w io.Writer) error { return printStatus(w, st, threads) })
 }
 
-// printStatus writes a Status for humans: key lines, hints, then a table of
-// per-CPU softnet counters.
-func printStatus(w io.Writer, st *steering.Status) error {
+// printStatus writes a Status for humans: key lines, hints, the NAPI
+// threads with the queues they serve (rx threads with their rx queue,
+// tx-completion threads with their tx queues), then a table of per-CPU
+// softnet counters.
+func printStatus(w io.Writer, st *steering.Status, threads []steering.ThreadStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	src := st.Configured.Source
 	if src == "" {
@@ -81,6 +92,17 @@ func printStatus(w io.Writer, st *steering.Status) error {
 			fmt.Fprintf(w, "  - %s: %s: %s\n", o.Name, o.State, o.Text)
 		}
 	}
+	if len(threads) > 0 {
+		fmt.Fprintln(w, "napi threads:")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  DEVICE\tQUEUES\tTHREAD\tCPUS")
+		for _, t := range threads {
+			fmt.Fprintf(tw, "  %s\t%s\t%s [%d]\t%s\n", t.Device, queueRange(t.Queues), t.Thread, t.PID, wantList(t.CPUs, t.WantCPUs))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	if len(st.CPUs) == 0 {
 		return nil
 	}
@@ -91,6 +113,35 @@ func printStatus(w io.Writer, st *steering.Status) error {
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t\n", c.CPU, c.Processed, c.Dropped, c.TimeSqueeze, c.RPSReceived)
 	}
 	return tw.Flush()
+}
+
+// queueRange shows the queues a thread serves: "rx-0", "tx-0..15" for a
+// run of consecutive queues, else a comma list; "-" for none.
+func queueRange(queues []string) string {
+	if len(queues) == 0 {
+		return "-"
+	}
+	if len(queues) > 2 {
+		prefix, first, ok := queueNumber(queues[0])
+		for i, q := range queues {
+			p, n, qok := queueNumber(q)
+			ok = ok && qok && p == prefix && n == first+i
+		}
+		if ok {
+			return queues[0] + ".." + strconv.Itoa(first+len(queues)-1)
+		}
+	}
+	return strings.Join(queues, ",")
+}
+
+// queueNumber splits "tx-12" into "tx" and 12.
+func queueNumber(q string) (prefix string, n int, ok bool) {
+	prefix, num, found := strings.Cut(q, "-")
+	if !found {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(num)
+	return prefix, n, err == nil
 }
 
 // sourceText says where the settings came from, in the user's words.
