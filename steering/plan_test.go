@@ -668,6 +668,8 @@ func FuzzNewPlan(f *testing.F) {
 		}
 		f.Add(raw)
 	}
+	// tx threads and tx IRQs, one with a queue the device does not have.
+	f.Add([]byte(`{"cpus":[{"id":0,"online":true},{"id":1,"online":true}],"devices":[{"name":"eth0","bus_device":"b","rx_queues":[{"index":0,"name":"rx-0"},{"index":1,"name":"rx-1"}],"tx_queues":[{"index":0,"name":"tx-0"},{"index":1,"name":"tx-1"}]}],"irqs":[{"number":1,"device":"eth0","queue":0,"direction":"rx"},{"number":2,"device":"eth0","queue":9,"direction":"tx"},{"number":3,"device":"eth0","queue":1,"direction":"rxtx"}],"napi_threads":[{"pid":5,"name":"napi/eth0-0","device":"eth0","napi_id":0,"direction":"tx"},{"pid":6,"name":"napi/eth0-8193","device":"eth0","napi_id":8193},{"pid":7,"name":"napi/eth0-0","device":"eth0","napi_id":0}]}`))
 	f.Add([]byte(`{"cpus":[{"id":-1,"online":true},{"id":-1},{"id":5,"core":-7,"online":true}],"devices":[{"name":"x","bus_device":"b","rx_queues":[{"index":-3,"name":"rx-"}],"tx_queues":[{"index":-1,"name":"tx-9"}]}],"irqs":[{"number":1,"device":"x","queue":-2},{"number":2,"device":"x","queue":7}],"napi_threads":[{"pid":0,"name":"napi/x-99999999999999999999"}]}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var s platform.Snapshot

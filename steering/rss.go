@@ -61,7 +61,7 @@ func (r *stockRun) assignRSS(d *stockDev) {
 			switch {
 			case irq.RxQueue() >= 0:
 				r.b.irq(irq, cpuset.Of(r.cpus[irq.RxQueue()%n].id))
-			case irq.TxQueue() >= 0 && t > 1:
+			case irq.TxQueue() >= 0 && irq.TxQueue() < t && t > 1:
 				r.b.irq(irq, xpsSet(irq.TxQueue(), t, r.cpus))
 			}
 		}
