@@ -52,6 +52,8 @@ type Broker struct {
 	eventSeq  uint16
 	pending   map[pendingKey]struct{}
 	wg        sync.WaitGroup
+	// dropWhenFull: see DropWhenFull.
+	dropWhenFull bool
 }
 
 type client struct {
@@ -123,6 +125,18 @@ func Listen(path string) (*Broker, error) {
 	b.track(l)
 	go func() { _ = b.acceptLoop(l) }()
 	return b, nil
+}
+
+// DropWhenFull makes the broker treat a client whose write queue is full as
+// the stock ubusd does (ubus_msg_enqueue in ubusd.c drops a message that
+// would take a client's queue beyond UBUS_CLIENT_MAX_TXQ_LEN): the message
+// is dropped and the client stays connected. By default such a client is
+// disconnected. Load tests use it to keep a client that never reads its
+// replies flooding, as it could against ubusd.
+func (b *Broker) DropWhenFull() {
+	b.mu.Lock()
+	b.dropWhenFull = true
+	b.mu.Unlock()
 }
 
 // Serve accepts clients on l until l fails or the broker is closed. It
@@ -322,7 +336,8 @@ func (b *Broker) readLoop(cl *client) {
 	b.mu.Unlock()
 }
 
-// send queues m for cl; a client whose queue is full is disconnected.
+// send queues m for cl; a client whose queue is full is disconnected
+// (or, after DropWhenFull, the message is dropped).
 // The caller holds b.mu.
 func (b *Broker) send(cl *client, m *ubus.Message) {
 	buf, err := m.MarshalBinary()
@@ -337,7 +352,9 @@ func (b *Broker) sendRaw(cl *client, buf []byte) {
 	case <-cl.quit:
 	case cl.tx <- buf:
 	default:
-		cl.stop()
+		if !b.dropWhenFull {
+			cl.stop()
+		}
 	}
 }
 
