@@ -29,8 +29,10 @@ type Request struct {
 
 // Handler serves one method. It returns the reply's data (nil: no DATA
 // message, only the status) or an error: a Status (also wrapped) is replied
-// as that code, any other error as StatusUnknownError. The context is
-// cancelled when the connection closes.
+// as that code, any other error as StatusUnknownError. Data returned with an
+// error is sent before the failing status (as libubus lets a method send a
+// reply and then return an error code): the stock CLI prints it, so it can
+// say what went wrong. The context is cancelled when the connection closes.
 type Handler func(ctx context.Context, req *Request) ([]Attr, error)
 
 // Method is one method of an object: its name, the argument signature that
@@ -277,9 +279,6 @@ func (c *Conn) serve(m *Message, id uint32, meth *Method, req *Request) {
 	}
 	if req.NoReply {
 		return
-	}
-	if err != nil {
-		data = nil
 	}
 	c.reply(m, id, data, StatusOf(err))
 }

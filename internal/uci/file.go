@@ -19,8 +19,10 @@ const newFileMode = 0o600
 // Load reads confDir/name (for example Load("/etc/config", "network")) while
 // holding a shared flock on it, as libuci's readers do, so that it never sees
 // a commit half done. It fails with an error wrapping fs.ErrNotExist when the
-// file is absent, ErrInvalid for an invalid name, and a *ParseError (File is
-// the path) when the file does not parse.
+// file is absent, ErrInvalid for an invalid name, a *LimitError when the file
+// is beyond MaxFileSize or MaxSections or is not a regular file (its size is
+// checked before it is read), and a *ParseError (File is the path) when the
+// file does not parse.
 func Load(confDir, name string) (*Package, error) {
 	if !ValidPackageName(name) {
 		return nil, fmt.Errorf("uci: load %q: config name: %w", name, ErrInvalid)
@@ -70,7 +72,7 @@ func Commit(confDir string, p *Package) error {
 	path := filepath.Join(confDir, p.Name)
 	f, err := openLocked(path, unix.LOCK_EX, true)
 	if err != nil {
-		return fmt.Errorf("uci: commit %s: %w", p.Name, err)
+		return fmt.Errorf("uci: commit %s: %w", p.Name, notOverwritten(err))
 	}
 	defer f.Close()
 	old, err := readAll(f)
@@ -106,7 +108,7 @@ func Update(confDir, name string, fn func(p *Package) error) error {
 	path := filepath.Join(confDir, name)
 	f, err := openLocked(path, unix.LOCK_EX, true)
 	if err != nil {
-		return fmt.Errorf("uci: update %s: %w", name, err)
+		return fmt.Errorf("uci: update %s: %w", name, notOverwritten(err))
 	}
 	defer f.Close()
 	old, err := readAll(f)
@@ -155,7 +157,9 @@ func openLocked(path string, how int, create bool) (*os.File, error) {
 		if tries > 1 && time.Since(start) > lockPatience {
 			return nil, fmt.Errorf("lock %s: file replaced %d times while waiting", path, tries-1)
 		}
-		f, err := os.OpenFile(path, flags|unix.O_CLOEXEC, newFileMode)
+		// O_NONBLOCK: opening a FIFO put in place of the file must not wait
+		// for a writer (checkHeld then refuses it); regular files ignore it.
+		f, err := os.OpenFile(path, flags|unix.O_CLOEXEC|unix.O_NONBLOCK, newFileMode)
 		if err != nil {
 			return nil, err
 		}
@@ -170,6 +174,10 @@ func openLocked(path string, how int, create bool) (*os.File, error) {
 		}
 		err = unix.Stat(path, &now)
 		if err == nil && held.Dev == now.Dev && held.Ino == now.Ino {
+			if err := checkHeld(path, &held); err != nil {
+				f.Close()
+				return nil, err
+			}
 			return f, nil
 		}
 		f.Close()
@@ -177,6 +185,28 @@ func openLocked(path string, how int, create bool) (*os.File, error) {
 			return nil, fmt.Errorf("stat %s: %w", path, err)
 		}
 	}
+}
+
+// notOverwritten says, for a writer, that a file refused by a limit is left
+// as it is.
+func notOverwritten(err error) error {
+	var le *LimitError
+	if errors.As(err, &le) || errors.Is(err, unix.EISDIR) {
+		return fmt.Errorf("existing file is not overwritten: %w", err)
+	}
+	return err
+}
+
+// checkHeld refuses, before anything is read, a config file that is not a
+// regular file or is larger than MaxFileSize.
+func checkHeld(path string, st *unix.Stat_t) error {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return &LimitError{File: path, Msg: "not a regular file"}
+	}
+	if st.Size > MaxFileSize {
+		return sizeLimitError(path, st.Size)
+	}
+	return nil
 }
 
 func flock(f *os.File, how int) error {
