@@ -436,4 +436,3 @@ func BenchmarkParseFirewall(b *testing.B) {
 		}
 	}
 }
-
