@@ -679,3 +679,69 @@ func writeFile(t *testing.T, path, text string) {
 		t.Fatal(err)
 	}
 }
+
+// TestSetModeRaceStockUCI: set_mode with persist racing `uci set
+// packet_steering.globals.note=N; uci commit packet_steering` of a stock uci
+// on PATH: in every round both changes survive.
+func TestSetModeRaceStockUCI(t *testing.T) {
+	bin, err := exec.LookPath("uci")
+	if err != nil {
+		t.Skip("no stock uci on PATH (build one with openwrt/uci to run this)")
+	}
+	root := configRoot(t, map[string]string{"network": networkConfig,
+		"packet_steering": "\nconfig globals 'globals'\n\toption mode 'auto'\n"})
+	writeFixture(t, root, map[string]string{"var/lock/.keep": ""})
+	dir := filepath.Join(root, "etc/config")
+	savedir := t.TempDir()
+	stock := func(args ...string) error {
+		out, err := exec.Command(bin, append([]string{"-c", dir, "-t", savedir}, args...)...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("uci %v: %v: %s", args, err, out)
+		}
+		return nil
+	}
+	if err := stock("set", "packet_steering.globals.note=probe"); err != nil {
+		t.Skipf("uci on PATH (%s) does not work as the stock CLI: %v", bin, err)
+	}
+	if err := stock("commit", "packet_steering"); err != nil {
+		t.Skipf("uci on PATH (%s) does not work as the stock CLI: %v", bin, err)
+	}
+	if v, _ := loadUCI(t, root, "packet_steering").Get("globals", "note"); v != "probe" {
+		t.Skipf("uci on PATH (%s) did not commit", bin)
+	}
+	e := NewEngine(root)
+	modes := []Mode{ModeOff, ModeAll, ModeLegacy, ModeAuto}
+	const rounds = 40
+	lost := 0
+	for i := range rounds {
+		note := strconv.Itoa(i)
+		mode := modes[i%len(modes)]
+		var wg sync.WaitGroup
+		var uciErr, setErr error
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if uciErr = stock("set", "packet_steering.globals.note="+note); uciErr == nil {
+				uciErr = stock("commit", "packet_steering")
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			_, setErr = e.SetMode(context.Background(), SetModeRequest{Mode: mode, Persist: true})
+		}()
+		wg.Wait()
+		if uciErr != nil || setErr != nil {
+			t.Fatalf("round %d: uci %v, set_mode %v", i, uciErr, setErr)
+		}
+		p := loadUCI(t, root, "packet_steering")
+		gotNote, _ := p.Get("globals", "note")
+		gotMode, _ := p.Get("globals", "mode")
+		if gotNote != note || gotMode != string(mode) {
+			lost++
+			t.Logf("round %d: note %q mode %q, want %q %q", i, gotNote, gotMode, note, mode)
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d of %d rounds lost a change", lost, rounds)
+	}
+}
