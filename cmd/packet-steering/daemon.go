@@ -179,6 +179,11 @@ func serveDaemon(ctx context.Context, cfg daemonConfig) error {
 	}
 	if ctx.Err() == nil {
 		apply("start")
+		if st, err := cfg.engine.Status(ctx); err == nil && st.UnfinishedApply != nil {
+			u := st.UnfinishedApply
+			cfg.log.Warn("the previous apply did not finish (killed midway); the start apply re-applied every device",
+				"reason", u.Reason, "pid", u.PID, "started", u.Started.Format(time.RFC3339))
+		}
 		cfg.log.Info("serving", "object", ubusobj.Path, "pid", os.Getpid())
 	}
 	for {
