@@ -139,6 +139,7 @@ func run(calls int, bin, method string) error {
 		}
 	}()
 
+	cpuBefore := cpuTime(pid)
 	// The flood: one connection that writes and never reads.
 	flood, err := ubus.DialUnix(ctx, sock)
 	if err != nil {
@@ -178,6 +179,7 @@ func run(calls int, bin, method string) error {
 		return err
 	}
 	fmt.Printf("peak:    VmHWM %s, fds %d, threads %d (sampled every 5 ms)\n", kib(after.hwm), peakFDs, peakThreads)
+	fmt.Printf("cpu:     the daemon used %v of CPU from the flood's start (the status calls included)\n", cpuTime(pid)-cpuBefore)
 	fmt.Printf("after:   VmRSS %s %v after the flood was written\n", kib(after.rss), time.Since(settleStart).Round(time.Millisecond))
 	if settled >= 0 {
 		fmt.Printf("settle:  VmRSS under %s %v after the flood was written\n", kib(settleTarget), settled.Round(time.Millisecond))
@@ -339,6 +341,27 @@ func procStatus(pid int) (status, error) {
 		}
 	}
 	return st, sc.Err()
+}
+
+// cpuTime is utime+stime of pid (proc(5), fields 14 and 15, in clock
+// ticks of 10 ms on Linux).
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 > len(s) {
+		return 0
+	}
+	f := strings.Fields(s[i+2:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.Atoi(f[11])
+	k, _ := strconv.Atoi(f[12])
+	return time.Duration(u+k) * 10 * time.Millisecond
 }
 
 func fds(pid int) int {
