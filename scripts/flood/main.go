@@ -84,7 +84,7 @@ func run(calls int, bin, method string) error {
 	defer broker.Close()
 
 	var logBuf lineCounter
-	daemon := exec.Command(bin, "daemon", "--socket", sock, "--root", root)
+	daemon := exec.Command(bin, "daemon", "--socket", sock, "--root", root, "--log", "stderr")
 	daemon.Stderr = &logBuf
 	if err := daemon.Start(); err != nil {
 		return fmt.Errorf("start daemon: %w", err)
