@@ -17,7 +17,7 @@ NOINLINE_ARCHS := mips mipsle
 router_gcflags = $(if $(filter $(NOINLINE_ARCHS),$(1)),-gcflags=all=-l)
 export CGO_ENABLED := 0
 
-.PHONY: all build build-router test test-go test-race test-fuzz test-shell test-browser bench size demo deps vet clean
+.PHONY: all build build-router test test-go test-race test-fuzz test-shell test-browser bench flood size demo deps vet clean
 
 all: build
 
@@ -74,6 +74,11 @@ test-browser: build
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The router build under a 20,000-call invoke flood through the in-process
+# broker: status latency, RSS peak and settling (README, "Reliability").
+flood: build-router
+	$(GO) run ./scripts/flood -bin ./$(BIN)-router
 
 # Stripped static router binaries (-tags router) for the router
 # architectures, their xz size (what squashfs stores), and a check against

@@ -22,8 +22,10 @@ import (
 //	               sections: name, rps_cpus, xps_cpus, napi_cpus, flows,
 //	               list queue_rps 'rx-1=2'
 //
-// A file that does not parse is listed in Config.Errors (its values stay
-// unset); one that cannot be read for another reason is a gap. A missing
+// A file that is refused (it does not parse, is beyond uci.MaxFileSize or
+// uci.MaxSections, is not a regular file or cannot be read) is listed in
+// Config.Errors with the reason (its values stay unset; the engine keeps the
+// last good config). A missing network or firewall file is a gap; a missing
 // packet_steering file is normal (Steering nil).
 const configDir = "etc/config"
 
@@ -55,6 +57,8 @@ func (f *reader) loadUCI(name string, c *Config, g *gaps, wanted bool) *uci.Pack
 		return p
 	}
 	var pe *uci.ParseError
+	var le *uci.LimitError
+	var pathErr *fs.PathError
 	switch {
 	case errors.As(err, &pe):
 		msg := pe.Msg
@@ -62,12 +66,18 @@ func (f *reader) loadUCI(name string, c *Config, g *gaps, wanted bool) *uci.Pack
 			msg = "line " + itoa(pe.Line) + ": " + pe.Msg
 		}
 		c.Errors = append(c.Errors, Gap{Path: rel, Error: msg})
+	case errors.As(err, &le):
+		c.Errors = append(c.Errors, Gap{Path: rel, Error: le.Msg})
 	case errors.Is(err, fs.ErrNotExist):
 		if wanted {
 			g.add(rel, fs.ErrNotExist)
 		}
+	case errors.As(err, &pathErr):
+		// Unreadable (permissions, I/O error): refused like a file that
+		// does not parse, so the last good settings stay in force.
+		c.Errors = append(c.Errors, Gap{Path: rel, Error: "cannot " + pathErr.Op + ": " + pathErr.Err.Error()})
 	default:
-		g.add(rel, err)
+		c.Errors = append(c.Errors, Gap{Path: rel, Error: err.Error()})
 	}
 	return nil
 }
@@ -107,13 +117,23 @@ func (f *reader) readLocked(rel string) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		same, err := lockedIsCurrent(f.dir.Fd(), rel, fd)
+		held, same, err := lockedIsCurrent(f.dir.Fd(), rel, fd)
 		if err != nil || !same {
 			unix.Close(fd)
 			if err != nil {
 				return nil, err
 			}
 			continue
+		}
+		// Refused before a byte is read: a directory, a FIFO, a file
+		// beyond uci.MaxFileSize.
+		if held.Mode&unix.S_IFMT != unix.S_IFREG {
+			unix.Close(fd)
+			return nil, &uci.LimitError{File: rel, Msg: "not a regular file"}
+		}
+		if held.Size > uci.MaxFileSize {
+			unix.Close(fd)
+			return nil, &uci.LimitError{File: rel, Msg: itoa(int(held.Size)) + " bytes, over the limit of " + itoa(uci.MaxFileSize) + " bytes per config file"}
 		}
 		b, err := f.ReadFd(fd, rel, false)
 		unix.Close(fd)
@@ -126,29 +146,29 @@ func (f *reader) readLocked(rel string) ([]byte, error) {
 const maxReopen = 1000
 
 // lockedIsCurrent takes a shared flock on fd and reports whether fd is
-// still the file at rel below dirfd.
-func lockedIsCurrent(dirfd int, rel string, fd int) (bool, error) {
+// still the file at rel below dirfd, with fd's stat.
+func lockedIsCurrent(dirfd int, rel string, fd int) (*unix.Stat_t, bool, error) {
 	for {
 		err := unix.Flock(fd, unix.LOCK_SH)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return false, &fs.PathError{Op: "flock", Path: rel, Err: err}
+			return nil, false, &fs.PathError{Op: "flock", Path: rel, Err: err}
 		}
 		break
 	}
 	var held, now unix.Stat_t
 	if err := unix.Fstat(fd, &held); err != nil {
-		return false, &fs.PathError{Op: "stat", Path: rel, Err: err}
+		return nil, false, &fs.PathError{Op: "stat", Path: rel, Err: err}
 	}
 	if err := unix.Fstatat(dirfd, rel, &now, 0); err != nil {
 		if err == unix.ENOENT {
-			return false, nil
+			return nil, false, nil
 		}
-		return false, &fs.PathError{Op: "stat", Path: rel, Err: err}
+		return nil, false, &fs.PathError{Op: "stat", Path: rel, Err: err}
 	}
-	return held.Dev == now.Dev && held.Ino == now.Ino, nil
+	return &held, held.Dev == now.Dev && held.Ino == now.Ino, nil
 }
 
 func firstOfType(p *uci.Package, typ string) *uci.Section {

@@ -15,8 +15,10 @@ import (
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/internal/testenv"
+	"github.com/packet-steering/packet-steering/internal/uci"
 	"github.com/packet-steering/packet-steering/platform/fixture"
 	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
+	"golang.org/x/sys/unix"
 )
 
 func readRoot(t testing.TB, root string) *Snapshot {
@@ -492,6 +494,67 @@ func TestConfigParseErrorsAndAbsence(t *testing.T) {
 	}
 	if !hasGap(s, "etc/config/network") {
 		t.Errorf("missing network config not a gap: %+v", s.Gaps)
+	}
+}
+
+// TestRefusedConfigFiles: a config file beyond the uci limits, a directory,
+// a FIFO or a symlink loop in its place is listed in Config.Errors with the
+// reason, before anything is parsed, and its values stay unset.
+func TestRefusedConfigFiles(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(t *testing.T, path string)
+		want string
+	}{
+		{"too large", func(t *testing.T, path string) {
+			if err := os.WriteFile(path, []byte("config defaults\n\toption flow_offloading '1'\n"+strings.Repeat("#\n", uci.MaxFileSize/2)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, "1048620 bytes, over the limit of 1048576 bytes per config file"},
+		{"too many sections", func(t *testing.T, path string) {
+			if err := os.WriteFile(path, []byte("config defaults\n\toption flow_offloading '1'\n"+strings.Repeat("config rule\n", uci.MaxSections)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, "more than 10000 sections"},
+		{"directory", func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(path, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, "not a regular file"},
+		{"fifo", func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Mkfifo(path, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, "not a regular file"},
+		{"symlink loop", func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("firewall", path); err != nil {
+				t.Fatal(err)
+			}
+		}, "cannot open"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			spec, _ := fixture.Preset("bcm53xx")
+			root := fixturetest.Build(t, spec)
+			tc.edit(t, filepath.Join(root, "etc/config/firewall"))
+			s := readRoot(t, root)
+			if len(s.Config.Errors) != 1 || s.Config.Errors[0].Path != "etc/config/firewall" ||
+				!strings.Contains(s.Config.Errors[0].Error, tc.want) {
+				t.Errorf("config errors %+v, want etc/config/firewall with %q", s.Config.Errors, tc.want)
+			}
+			if s.Config.FlowOffloading != "" {
+				t.Errorf("values from a refused file: %+v", s.Config)
+			}
+		})
 	}
 }
 

@@ -91,7 +91,11 @@ type Status struct {
 	Offload    string       `json:"offload"` // none, software, hardware
 	InSync     bool         `json:"in_sync"`
 	LastApply  *ApplyRecord `json:"last_apply,omitempty"`
-	Hints      []Hint       `json:"hints"`
+	// UnfinishedApply: an apply before this process's first one was killed
+	// midway (see ApplyMarkerFile); the apply that found it re-applied
+	// every knob.
+	UnfinishedApply *UnfinishedApply `json:"unfinished_apply,omitempty"`
+	Hints           []Hint           `json:"hints"`
 	// Writers are the other programs that write these knobs: taken over,
 	// deferred to (their knobs left alone), inactive, or in conflict.
 	Writers []WriterStatus `json:"writers,omitempty"`
@@ -191,6 +195,7 @@ type Engine struct {
 	root      string
 	configDir string
 	lockDir   string
+	runDir    string // <root>/var/run: the apply marker (ApplyMarkerFile)
 	writer    Writer
 	now       func() time.Time
 	read      func(ctx context.Context, root string) (*platform.Snapshot, error)
@@ -209,9 +214,12 @@ type Engine struct {
 	live      *Settings  // set_mode without persist; nil: as configured
 	lastApply *ApplyRecord
 	lastGood  *platform.Config // last config read without parse errors
-	view      *viewState       // cached read for Status and Queues
-	gen       uint64           // counts applies and mode changes
-	adaptive  adaptiveState    // the adaptive mode's deviations and history
+	// unfinished is the apply an apply of this engine found unfinished
+	// (its marker was left behind); nil when none was.
+	unfinished *UnfinishedApply
+	view       *viewState    // cached read for Status and Queues
+	gen        uint64        // counts applies and mode changes
+	adaptive   adaptiveState // the adaptive mode's deviations and history
 }
 
 // viewState is one read of the machine with its plan, as Status and Queues
@@ -258,6 +266,7 @@ func NewEngine(root string, opts ...Option) *Engine {
 		root:       root,
 		configDir:  filepath.Join(root, "etc", "config"),
 		lockDir:    filepath.Join(root, "var", "lock"),
+		runDir:     filepath.Join(root, "var", "run"),
 		now:        time.Now,
 		read:       pr.Read,
 		readInputs: pr.ReadInputs,
@@ -504,6 +513,13 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 			}
 		}
 	}
+	reason := req.Reason
+	if reason == "" {
+		reason = "manual"
+	}
+	if !req.DryRun {
+		e.beginApply(reason)
+	}
 	res := ApplyPlan(ctx, e.writer, snap, actions, req.DryRun)
 	res.Mode = p.Mode
 	if !req.DryRun && p.Mode != ModeAdaptive {
@@ -511,10 +527,7 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 	}
 	res.DurationUS = time.Since(start).Microseconds()
 	if !req.DryRun {
-		reason := req.Reason
-		if reason == "" {
-			reason = "manual"
-		}
+		e.endApply()
 		e.mu.Lock()
 		e.dropView()
 		e.lastApply = &ApplyRecord{

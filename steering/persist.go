@@ -3,6 +3,7 @@ package steering
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -49,10 +50,20 @@ func globalsSection(p *uci.Package) (string, error) {
 // persistSettings writes mode and flows to packet_steering.globals and keeps
 // network.globals.packet_steering and steering_flows truthful. Each file is
 // a read-modify-write under uci.Update's exclusive lock, so a file is never
-// torn; when the second write fails the first is put back as it was.
+// torn; when the second write fails the first is put back as it was. A file
+// that cannot be read or parsed is never overwritten, and the error says
+// which file and why.
 func persistSettings(configDir string, m Mode, flows int) error {
 	if err := os.MkdirAll(configDir, 0o755); err != nil {
 		return fmt.Errorf("config dir: %w", err)
+	}
+	// Both files are checked before either is written: a file that cannot
+	// be read or parsed (beyond uci.MaxFileSize or uci.MaxSections, a
+	// directory, a syntax error) fails the save with nothing written.
+	for _, name := range []string{configSteering, configNetwork} {
+		if _, err := uci.Load(configDir, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("save %s/%s: existing file is not overwritten: %w", configDir, name, err)
+		}
 	}
 	var old struct{ mode, flows string }
 	steeringPath := filepath.Join(configDir, configSteering)

@@ -589,3 +589,159 @@ config device
 		})
 	}
 }
+
+// TestRefusedConfigKeepsLastGood: a config file that is too large, has too
+// many sections, is a directory or does not parse is listed in
+// status.config_errors with the reason; the last good settings stay in
+// force; set_mode with persist fails naming the file and the reason, and
+// leaves every file as it was.
+func TestRefusedConfigKeepsLastGood(t *testing.T) {
+	good := "config globals 'globals'\n\toption mode 'legacy'\n\toption flows '64'\n"
+	var many strings.Builder
+	many.WriteString(good)
+	for range uci.MaxSections {
+		many.WriteString("config device\n")
+	}
+	tests := []struct {
+		name string
+		file string // the config refused
+		make func(t *testing.T, path string)
+		want string // in config_errors and in set_mode's error
+	}{
+		{"packet_steering too large", "packet_steering", func(t *testing.T, path string) {
+			writeFile(t, path, good+strings.Repeat("# padding\n", uci.MaxFileSize/10+1))
+		}, "over the limit of 1048576 bytes"},
+		{"packet_steering too many sections", "packet_steering", func(t *testing.T, path string) {
+			writeFile(t, path, many.String())
+		}, "more than 10000 sections"},
+		{"packet_steering a directory", "packet_steering", func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(path, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, "not a regular file"},
+		{"packet_steering does not parse", "packet_steering", func(t *testing.T, path string) {
+			writeFile(t, path, "config globals 'globals'\n\toption mode 'off\n")
+		}, "line 2"},
+		{"network too large", "network", func(t *testing.T, path string) {
+			writeFile(t, path, networkConfig+strings.Repeat("config device\n\toption name 'x'\n", uci.MaxFileSize/30+1))
+		}, "bytes, over the limit"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			root := configRoot(t, map[string]string{"network": networkConfig, "packet_steering": good})
+			writeFixture(t, root, map[string]string{"var/lock/.keep": ""})
+			e := NewEngine(root)
+			ctx := context.Background()
+			want := Settings{Mode: ModeLegacy, Flows: 64, Source: SourcePacketSteering}
+			if st, err := e.Status(ctx); err != nil || st.Configured != want {
+				t.Fatalf("good config: %+v, %v", st, err)
+			}
+			path := filepath.Join(root, "etc/config", tc.file)
+			tc.make(t, path)
+			filesBefore := readAllFiles(t, filepath.Join(root, "etc"))
+
+			st, err := e.Status(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Configured != want {
+				t.Errorf("configured %+v, want the last good %+v", st.Configured, want)
+			}
+			found := false
+			for _, g := range st.ConfigErrors {
+				if g.Path == "etc/config/"+tc.file && strings.Contains(g.Error, tc.want) {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("config_errors %+v, want %s with %q", st.ConfigErrors, tc.file, tc.want)
+			}
+			_, err = e.SetMode(ctx, SetModeRequest{Mode: ModeAll, Persist: true})
+			if err == nil || !strings.Contains(err.Error(), tc.file) || !strings.Contains(err.Error(), "not overwritten") {
+				t.Errorf("set_mode persist: err = %v, want it to name %s and say it is not overwritten", err, tc.file)
+			}
+			if got := readAllFiles(t, filepath.Join(root, "etc")); fmt.Sprint(got) != fmt.Sprint(filesBefore) {
+				t.Error("config files changed by a refused set_mode")
+			}
+			if st, err := e.Status(ctx); err != nil || st.Configured != want {
+				t.Errorf("after the refused set_mode: %+v, %v", st.Configured, err)
+			}
+		})
+	}
+}
+
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSetModeRaceStockUCI: set_mode with persist racing `uci set
+// packet_steering.globals.note=N; uci commit packet_steering` of a stock uci
+// on PATH: in every round both changes survive.
+func TestSetModeRaceStockUCI(t *testing.T) {
+	bin, err := exec.LookPath("uci")
+	if err != nil {
+		t.Skip("no stock uci on PATH (build one with openwrt/uci to run this)")
+	}
+	root := configRoot(t, map[string]string{"network": networkConfig,
+		"packet_steering": "\nconfig globals 'globals'\n\toption mode 'auto'\n"})
+	writeFixture(t, root, map[string]string{"var/lock/.keep": ""})
+	dir := filepath.Join(root, "etc/config")
+	savedir := t.TempDir()
+	stock := func(args ...string) error {
+		out, err := exec.Command(bin, append([]string{"-c", dir, "-t", savedir}, args...)...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("uci %v: %v: %s", args, err, out)
+		}
+		return nil
+	}
+	if err := stock("set", "packet_steering.globals.note=probe"); err != nil {
+		t.Skipf("uci on PATH (%s) does not work as the stock CLI: %v", bin, err)
+	}
+	if err := stock("commit", "packet_steering"); err != nil {
+		t.Skipf("uci on PATH (%s) does not work as the stock CLI: %v", bin, err)
+	}
+	if v, _ := loadUCI(t, root, "packet_steering").Get("globals", "note"); v != "probe" {
+		t.Skipf("uci on PATH (%s) did not commit", bin)
+	}
+	e := NewEngine(root)
+	modes := []Mode{ModeOff, ModeAll, ModeLegacy, ModeAuto}
+	const rounds = 40
+	lost := 0
+	for i := range rounds {
+		note := strconv.Itoa(i)
+		mode := modes[i%len(modes)]
+		var wg sync.WaitGroup
+		var uciErr, setErr error
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if uciErr = stock("set", "packet_steering.globals.note="+note); uciErr == nil {
+				uciErr = stock("commit", "packet_steering")
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			_, setErr = e.SetMode(context.Background(), SetModeRequest{Mode: mode, Persist: true})
+		}()
+		wg.Wait()
+		if uciErr != nil || setErr != nil {
+			t.Fatalf("round %d: uci %v, set_mode %v", i, uciErr, setErr)
+		}
+		p := loadUCI(t, root, "packet_steering")
+		gotNote, _ := p.Get("globals", "note")
+		gotMode, _ := p.Get("globals", "mode")
+		if gotNote != note || gotMode != string(mode) {
+			lost++
+			t.Logf("round %d: note %q mode %q, want %q %q", i, gotNote, gotMode, note, mode)
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d of %d rounds lost a change", lost, rounds)
+	}
+}

@@ -38,6 +38,11 @@ func (e *Engine) Status(ctx context.Context) (*Status, error) {
 		la := *e.lastApply
 		last = &la
 	}
+	var unfinished *UnfinishedApply
+	if e.unfinished != nil {
+		u := *e.unfinished
+		unfinished = &u
+	}
 	e.mu.Unlock()
 	v, err := e.viewState(ctx)
 	if err != nil {
@@ -79,6 +84,7 @@ func (e *Engine) Status(ctx context.Context) (*Status, error) {
 		})
 	}
 	st.LastApply = last
+	st.UnfinishedApply = unfinished
 	if p.Mode == ModeAdaptive {
 		st.Adaptive = e.adaptiveStatus()
 	}

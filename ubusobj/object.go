@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -228,7 +229,13 @@ func (o *Object) handler(m Method) ubus.Handler {
 		}
 		v, err := m.call(o, ctx, args)
 		if err != nil {
-			return nil, o.callError(m.Name, err)
+			err = o.callError(m.Name, err)
+			if errors.Is(err, ubus.StatusUnknownError) {
+				// The caller did nothing wrong: say what failed (a config
+				// file refused, a read-only directory) with the status.
+				return []ubus.Attr{ubus.String("error", errorText(err))}, err
+			}
+			return nil, err
 		}
 		reply, err := o.enc.encodeReply(v)
 		if err != nil {
@@ -248,6 +255,11 @@ func (o *Object) callError(method string, err error) error {
 	}
 	o.log.Error("call failed", "method", method, "err", err)
 	return fmt.Errorf("%w: %s: %w", ubus.StatusUnknownError, method, err)
+}
+
+// errorText is err's message without the status prefix callError adds.
+func errorText(err error) string {
+	return strings.TrimPrefix(err.Error(), ubus.StatusUnknownError.Error()+": ")
 }
 
 func (o *Object) callStatus(ctx context.Context, _ Args) (any, error) {

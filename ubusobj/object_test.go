@@ -338,6 +338,16 @@ func TestEngineFailureIsUnknownError(t *testing.T) {
 			t.Errorf("%s: %v, want UNKNOWN_ERROR", m, err)
 		}
 	}
+	// The reply says what failed, before the status.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	reply, err := c.Call(ctx, Path, "set_mode", []ubus.Attr{ubus.String("mode", "off")})
+	if ubus.StatusOf(err) != ubus.StatusUnknownError {
+		t.Errorf("set_mode: %v, want UNKNOWN_ERROR", err)
+	}
+	if got := ubus.AttrsValue(reply)["error"]; got != "set_mode: set_mode off: read /sys: input/output error" {
+		t.Errorf("set_mode error reply %v, want the engine's error", ubus.AttrsValue(reply))
+	}
 	eng.mu.Lock()
 	eng.failWith = fmt.Errorf("persist: %w", steering.ErrInvalid)
 	eng.mu.Unlock()

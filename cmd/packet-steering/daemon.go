@@ -17,6 +17,13 @@ import (
 // daemonGCPercent is the daemon's GOGC unless the environment sets one.
 const daemonGCPercent = 25
 
+// daemonMemoryLimit is the daemon's GOMEMLIMIT unless the environment sets
+// one: a soft limit on the Go runtime's memory that makes the collector work
+// harder instead of growing past it. The daemon needs 4-7 MiB even under an
+// invoke flood (README, "Reliability"); the limit keeps a surprise within a
+// small router's budget.
+const daemonMemoryLimit = 16 << 20
+
 // daemonConfig is one run of the daemon.
 type daemonConfig struct {
 	// socket is the broker's socket ("" tries the default paths).
@@ -66,6 +73,9 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 		// is well under 1 MiB, and the goal bounds how far a burst of calls
 		// grows the process before idleTrimmer hands the pages back.
 		rtdebug.SetGCPercent(daemonGCPercent)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		rtdebug.SetMemoryLimit(daemonMemoryLimit)
 	}
 	log := newDaemonLogger(env.stderr, *debug)
 	switch *logTo {
@@ -169,6 +179,11 @@ func serveDaemon(ctx context.Context, cfg daemonConfig) error {
 	}
 	if ctx.Err() == nil {
 		apply("start")
+		if st, err := cfg.engine.Status(ctx); err == nil && st.UnfinishedApply != nil {
+			u := st.UnfinishedApply
+			cfg.log.Warn("the previous apply did not finish (killed midway); the start apply re-applied every device",
+				"reason", u.Reason, "pid", u.PID, "started", u.Started.Format(time.RFC3339))
+		}
 		cfg.log.Info("serving", "object", ubusobj.Path, "pid", os.Getpid())
 	}
 	for {

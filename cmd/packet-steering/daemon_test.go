@@ -780,3 +780,45 @@ func TestDaemonTrimsWhenIdle(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 }
+
+// A daemon restarted after one was killed mid-apply (its marker left in
+// var/run, a knob half-written): the start apply puts every device into
+// the configured state, status says the previous apply did not finish, and
+// the daemon logs it. (steering's TestKillDuringApply kills a real apply.)
+func TestDaemonReportsUnfinishedApply(t *testing.T) {
+	root := fixturetest.Root(t, "demo", nil)
+	marker := filepath.Join(root, "var/run", steering.ApplyMarkerFile)
+	if err := os.MkdirAll(filepath.Dir(marker), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(marker, []byte("pid=4242\nstarted=2026-11-30T01:02:03Z\nreason=\"set_mode off\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, sock := ubustest.Start(t)
+	d := startDaemon(t, sock, steering.NewEngine(root))
+	waitForObject(t, sock, 5*time.Second)
+	d.waitServing(t)
+
+	code, out, errOut := callCmd(t, sock, "status")
+	if code != 0 {
+		t.Fatalf("status: exit %d, %s", code, errOut)
+	}
+	st := decodeReply(t, out)
+	if st["in_sync"] != true {
+		t.Errorf("in_sync = %v after the start apply", st["in_sync"])
+	}
+	u, _ := st["unfinished_apply"].(map[string]any)
+	if u["reason"] != "set_mode off" || u["pid"] != float64(4242) || u["found_by"] != "start" {
+		t.Errorf("unfinished_apply = %v", st["unfinished_apply"])
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Errorf("marker after the start apply: %v", err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for !strings.Contains(d.log.String(), "previous apply did not finish") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(d.log.String(), "previous apply did not finish") {
+		t.Errorf("not logged:\n%s", d.log.String())
+	}
+}

@@ -69,6 +69,10 @@ func printStatus(w io.Writer, st *steering.Status, threads []steering.ThreadStat
 		fmt.Fprintf(tw, "last apply\t%s, %s: %d changed, %d failed (%d µs)\n",
 			la.Time.Format(time.RFC3339), la.Reason, la.Changed, la.Failed, la.DurationUS)
 	}
+	if u := st.UnfinishedApply; u != nil {
+		fmt.Fprintf(tw, "unfinished apply\t%s, %s (pid %d) did not finish; %s re-applied every device\n",
+			u.Started.Format(time.RFC3339), u.Reason, u.PID, u.FoundBy)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -169,9 +169,11 @@ func (r *Reader) read(d Dir, parts []string, shortIsEOF bool) ([]byte, error) {
 // OpenFile opens the file parts (joined by '/') below d read-only, for a
 // caller that must hold it open around the read (a shared flock, as
 // libuci's readers take); read it with ReadFd and close it with
-// unix.Close.
+// unix.Close. It opens with O_NONBLOCK, so that a FIFO in the file's place
+// does not block the open (regular files ignore the flag): the caller can
+// refuse what fstat says is not a regular file.
 func (r *Reader) OpenFile(d Dir, parts ...string) (int, error) {
-	return r.openat(d, unix.O_RDONLY, parts)
+	return r.openat(d, unix.O_RDONLY|unix.O_NONBLOCK, parts)
 }
 
 // ReadFd reads the open file fd (named name in errors) into the Reader's

@@ -302,3 +302,52 @@ func TestStatusErrors(t *testing.T) {
 		t.Errorf("String() = %q", s)
 	}
 }
+
+// TestDepthLimitAgrees: the decoder and the encoder accept the same nesting
+// (MaxDepth tables and arrays below the list they are given, for a table's
+// and an array's payload alike), so whatever decodes also encodes.
+func TestDepthLimitAgrees(t *testing.T) {
+	nest := func(levels int, array bool) []ubus.Attr {
+		a := ubus.Int32("", 1)
+		for i := range levels {
+			if array && i%2 == 0 {
+				a = ubus.Array("", a)
+			} else {
+				a = ubus.Table("", a)
+			}
+		}
+		return []ubus.Attr{a}
+	}
+	tests := []struct {
+		name    string
+		levels  int
+		array   bool
+		isArray bool
+		ok      bool
+	}{
+		{"tables at the limit, table payload", ubus.MaxDepth, false, false, true},
+		{"tables at the limit, array payload", ubus.MaxDepth, false, true, true},
+		{"mixed at the limit, array payload", ubus.MaxDepth, true, true, true},
+		{"tables one beyond, table payload", ubus.MaxDepth + 1, false, false, false},
+		{"mixed one beyond, array payload", ubus.MaxDepth + 1, true, true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			attrs := nest(tc.levels, tc.array)
+			enc, encErr := ubus.EncodeAttrs(attrs)
+			if (encErr == nil) != tc.ok {
+				t.Fatalf("encode: err = %v, want ok = %v", encErr, tc.ok)
+			}
+			if encErr != nil {
+				return
+			}
+			back, err := ubus.DecodeAttrs(enc, tc.isArray)
+			if err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			if _, err := ubus.EncodeAttrs(back); err != nil {
+				t.Fatalf("decoded list does not encode again: %v", err)
+			}
+		})
+	}
+}

@@ -152,6 +152,7 @@ func (c *Client) connect(ctx context.Context) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	conn.SetLogger(c.log)
 	c.mu.Lock()
 	objs := append([]*Object(nil), c.objects...)
 	c.mu.Unlock()

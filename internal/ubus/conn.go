@@ -61,7 +61,8 @@ type request struct {
 
 // Conn is a connection to a ubus broker. All methods are safe for
 // concurrent use. Requests are correlated with replies by sequence number;
-// invokes on registered objects are served concurrently.
+// invokes on registered objects are served concurrently, within limits (see
+// MaxCallsInFlight).
 type Conn struct {
 	nc  Transport
 	id  uint32
@@ -72,6 +73,8 @@ type Conn struct {
 
 	wmu  sync.Mutex
 	wbuf []byte
+	// refused holds answers to refused invokes not yet written (see refuse).
+	refused []byte
 
 	mu      sync.Mutex
 	seq     uint16
@@ -79,6 +82,9 @@ type Conn struct {
 	objects map[uint32]*Object
 	sinks   map[uint32]*sink
 	err     error
+	log     Logger
+
+	calls callQueue
 }
 
 // Dial connects to the broker's unix socket at path ("" tries DefaultSocket,
@@ -133,6 +139,23 @@ func NewConn(ctx context.Context, nc Transport) (*Conn, error) {
 	return c, nil
 }
 
+// SetLogger sets where the connection logs what its callers should know
+// about, such as calls refused beyond the limits (default: nowhere).
+func (c *Conn) SetLogger(l Logger) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.log = l
+}
+
+func (c *Conn) logger() Logger {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.log == nil {
+		return discardLogger{}
+	}
+	return c.log
+}
+
 // ID returns the client id the broker assigned in its HELLO.
 func (c *Conn) ID() uint32 { return c.id }
 
@@ -172,6 +195,9 @@ func (c *Conn) readLoop(br *bufio.Reader) {
 			break
 		}
 		c.dispatch(m)
+		if br.Buffered() == 0 || c.refusedLen() >= 32<<10 {
+			c.flushRefused()
+		}
 	}
 	c.fail(fmt.Errorf("%w: %w", ErrClosed, err))
 	c.cancel()

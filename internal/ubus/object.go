@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // Request is one method call received by a registered object.
@@ -28,8 +29,10 @@ type Request struct {
 
 // Handler serves one method. It returns the reply's data (nil: no DATA
 // message, only the status) or an error: a Status (also wrapped) is replied
-// as that code, any other error as StatusUnknownError. The context is
-// cancelled when the connection closes.
+// as that code, any other error as StatusUnknownError. Data returned with an
+// error is sent before the failing status (as libubus lets a method send a
+// reply and then return an error code): the stock CLI prints it, so it can
+// say what went wrong. The context is cancelled when the connection closes.
 type Handler func(ctx context.Context, req *Request) ([]Attr, error)
 
 // Method is one method of an object: its name, the argument signature that
@@ -150,7 +153,117 @@ func (c *Conn) handleInvoke(m *Message) {
 	req := &Request{Object: o, Method: method, Args: args, Peer: m.Peer, NoReply: noReply}
 	req.User, _ = m.Str(AttrUser)
 	req.Group, _ = m.Str(AttrGroup)
-	go c.serve(m, id, meth, req)
+	if !c.calls.admit(c, call{m: m, id: id, meth: meth, req: req}) && !noReply {
+		c.refuse(m, id)
+	}
+}
+
+// Limits on the calls one connection serves at once. The reader never
+// waits for a handler: a call beyond a limit is answered UNKNOWN_ERROR at
+// once (and logged), so a client that floods the object costs a small,
+// fixed amount of memory and cannot delay other callers by more than the
+// calls already admitted.
+const (
+	// MaxCallWorkers is how many handlers run at once; further admitted
+	// calls wait in arrival order.
+	MaxCallWorkers = 4
+	// MaxCallsInFlight bounds the calls admitted (running or waiting).
+	MaxCallsInFlight = 32
+	// MaxCallsPerPeer bounds the calls admitted for one caller (one client
+	// of the broker), so one flooding client leaves room for the others.
+	MaxCallsPerPeer = 8
+)
+
+// call is one admitted invoke.
+type call struct {
+	m    *Message
+	id   uint32
+	meth *Method
+	req  *Request
+}
+
+// callQueue admits invokes within the limits and runs them on at most
+// MaxCallWorkers goroutines, started on demand and ended when the queue is
+// empty (an idle connection has none).
+type callQueue struct {
+	mu       sync.Mutex
+	waiting  []call
+	workers  int
+	inFlight int
+	perPeer  map[uint32]int
+	// refused counts the calls refused since the last time nothing was in
+	// flight; the first refusal and the total are logged.
+	refused int
+}
+
+// admit queues cl; false when a limit refuses it.
+func (q *callQueue) admit(c *Conn, cl call) bool {
+	peer := cl.req.Peer
+	q.mu.Lock()
+	if q.inFlight >= MaxCallsInFlight || q.perPeer[peer] >= MaxCallsPerPeer {
+		q.refused++
+		first := q.refused == 1
+		inFlight, forPeer := q.inFlight, q.perPeer[peer]
+		q.mu.Unlock()
+		if first {
+			c.logger().Warn("ubus: refusing calls: too many in flight", "object", cl.req.Object.Path,
+				"method", cl.req.Method, "peer", fmt.Sprintf("%08x", peer), "in_flight", inFlight,
+				"peer_in_flight", forPeer, "limit", MaxCallsInFlight, "peer_limit", MaxCallsPerPeer)
+		}
+		return false
+	}
+	if q.perPeer == nil {
+		q.perPeer = make(map[uint32]int)
+	}
+	q.inFlight++
+	q.perPeer[peer]++
+	q.waiting = append(q.waiting, cl)
+	start := q.workers < MaxCallWorkers
+	if start {
+		q.workers++
+	}
+	q.mu.Unlock()
+	if start {
+		go q.work(c)
+	}
+	return true
+}
+
+// work serves waiting calls until there are none.
+func (q *callQueue) work(c *Conn) {
+	for {
+		q.mu.Lock()
+		if len(q.waiting) == 0 {
+			q.workers--
+			q.mu.Unlock()
+			return
+		}
+		cl := q.waiting[0]
+		q.waiting[0] = call{}
+		q.waiting = q.waiting[1:]
+		if len(q.waiting) == 0 {
+			q.waiting = nil // let the backing array go
+		}
+		q.mu.Unlock()
+
+		c.serve(cl.m, cl.id, cl.meth, cl.req)
+
+		q.mu.Lock()
+		q.inFlight--
+		peer := cl.req.Peer
+		if q.perPeer[peer]--; q.perPeer[peer] <= 0 {
+			delete(q.perPeer, peer)
+		}
+		refused := 0
+		if q.inFlight == 0 {
+			refused, q.refused = q.refused, 0
+		}
+		q.mu.Unlock()
+		if refused > 0 {
+			c.logger().Warn("ubus: refused calls: too many in flight", "object", cl.req.Object.Path,
+				"refused", refused, "limit", MaxCallsInFlight, "peer_limit", MaxCallsPerPeer)
+		}
+	}
 }
 
 func (c *Conn) serve(m *Message, id uint32, meth *Method, req *Request) {
@@ -166,9 +279,6 @@ func (c *Conn) serve(m *Message, id uint32, meth *Method, req *Request) {
 	}
 	if req.NoReply {
 		return
-	}
-	if err != nil {
-		data = nil
 	}
 	c.reply(m, id, data, StatusOf(err))
 }
@@ -208,9 +318,48 @@ func (c *Conn) reply(inv *Message, id uint32, data []Attr, st Status) {
 	}
 }
 
+// refuse answers an invoke refused by a limit with StatusUnknownError. The
+// answer is only queued: the reader sends the queued answers in one write
+// once it has no more input buffered (flushRefused), so refusing a flood
+// costs one write per batch instead of one per call and the reader keeps up
+// with the broker.
+func (c *Conn) refuse(inv *Message, id uint32) {
+	m := &Message{Type: MsgStatus, Seq: inv.Seq, Peer: inv.Peer,
+		Attrs: []MsgAttr{U32Attr(AttrStatus, uint32(StatusUnknownError)), U32Attr(AttrObjID, id)}}
+	c.wmu.Lock()
+	c.refused, _ = m.AppendBinary(c.refused)
+	c.wmu.Unlock()
+}
+
+// refusedLen is the size of the queued refusals.
+func (c *Conn) refusedLen() int {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return len(c.refused)
+}
+
+// flushRefused sends the queued refusals.
+func (c *Conn) flushRefused() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if len(c.refused) == 0 {
+		return
+	}
+	b := c.refused
+	c.refused = c.refused[:0]
+	if cap(c.refused) > 64<<10 {
+		c.refused = nil
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := c.nc.Write(b); err != nil {
+		c.fail(fmt.Errorf("%w: write: %w", ErrClosed, err))
+	}
+}
+
 // AddObject registers obj on this connection with a signature built from
 // its Methods, so `ubus -v list` shows each argument's type. Invokes are
-// served from then on, each on its own goroutine.
+// served from then on, within the limits MaxCallWorkers, MaxCallsInFlight
+// and MaxCallsPerPeer (shared by all objects of the connection).
 func (c *Conn) AddObject(ctx context.Context, obj *Object) error {
 	if obj.Path == "" {
 		return fmt.Errorf("ubus: add object: %w: empty path", StatusInvalidArgument)

@@ -19,8 +19,10 @@ const newFileMode = 0o600
 // Load reads confDir/name (for example Load("/etc/config", "network")) while
 // holding a shared flock on it, as libuci's readers do, so that it never sees
 // a commit half done. It fails with an error wrapping fs.ErrNotExist when the
-// file is absent, ErrInvalid for an invalid name, and a *ParseError (File is
-// the path) when the file does not parse.
+// file is absent, ErrInvalid for an invalid name, a *LimitError when the file
+// is beyond MaxFileSize or MaxSections or is not a regular file (its size is
+// checked before it is read), and a *ParseError (File is the path) when the
+// file does not parse.
 func Load(confDir, name string) (*Package, error) {
 	if !ValidPackageName(name) {
 		return nil, fmt.Errorf("uci: load %q: config name: %w", name, ErrInvalid)
@@ -70,7 +72,7 @@ func Commit(confDir string, p *Package) error {
 	path := filepath.Join(confDir, p.Name)
 	f, err := openLocked(path, unix.LOCK_EX, true)
 	if err != nil {
-		return fmt.Errorf("uci: commit %s: %w", p.Name, err)
+		return fmt.Errorf("uci: commit %s: %w", p.Name, notOverwritten(err))
 	}
 	defer f.Close()
 	old, err := readAll(f)
@@ -106,7 +108,7 @@ func Update(confDir, name string, fn func(p *Package) error) error {
 	path := filepath.Join(confDir, name)
 	f, err := openLocked(path, unix.LOCK_EX, true)
 	if err != nil {
-		return fmt.Errorf("uci: update %s: %w", name, err)
+		return fmt.Errorf("uci: update %s: %w", name, notOverwritten(err))
 	}
 	defer f.Close()
 	old, err := readAll(f)
@@ -155,13 +157,24 @@ func openLocked(path string, how int, create bool) (*os.File, error) {
 		if tries > 1 && time.Since(start) > lockPatience {
 			return nil, fmt.Errorf("lock %s: file replaced %d times while waiting", path, tries-1)
 		}
-		f, err := os.OpenFile(path, flags|unix.O_CLOEXEC, newFileMode)
+		// O_NONBLOCK: opening a FIFO put in place of the file must not wait
+		// for a writer (checkHeld then refuses it); regular files ignore it.
+		f, err := os.OpenFile(path, flags|unix.O_CLOEXEC|unix.O_NONBLOCK, newFileMode)
 		if err != nil {
 			return nil, err
 		}
 		if err := flock(f, how); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("flock %s: %w", path, err)
+		}
+		// A stock uci that has written its new file and released the lock
+		// but not yet renamed it into place: wait for the rename and build
+		// on the file it puts there. Checked before the file's identity: a
+		// rename done after this check shows as a replaced file below.
+		if how == unix.LOCK_EX && stockCommitPending(path) {
+			f.Close()
+			time.Sleep(time.Millisecond)
+			continue
 		}
 		var held, now unix.Stat_t
 		if err := unix.Fstat(int(f.Fd()), &held); err != nil {
@@ -170,6 +183,10 @@ func openLocked(path string, how int, create bool) (*os.File, error) {
 		}
 		err = unix.Stat(path, &now)
 		if err == nil && held.Dev == now.Dev && held.Ino == now.Ino {
+			if err := checkHeld(path, &held); err != nil {
+				f.Close()
+				return nil, err
+			}
 			return f, nil
 		}
 		f.Close()
@@ -177,6 +194,57 @@ func openLocked(path string, how int, create bool) (*os.File, error) {
 			return nil, fmt.Errorf("stat %s: %w", path, err)
 		}
 	}
+}
+
+// stockCommitAge is how long a libuci temp file (.NAME.uci-XXXXXX next to
+// the config) counts as a commit in progress; an older one was left by a
+// writer that died before its rename and is ignored.
+const stockCommitAge = 2 * time.Second
+
+// stockCommitPending reports whether a libuci commit of path is between
+// releasing its lock and renaming its temp file over path. libuci's
+// uci_file_commit (file.c) writes and fsyncs the temp file while holding
+// the exclusive flock on the config file, then closes the config file
+// (which releases the lock) and only then renames the temp file into
+// place: a writer that takes the lock in that window and reads the config
+// file reads the content the rename is about to replace. Seen while this
+// package holds the exclusive lock, such a temp file can only be that
+// (this package renames its own before it unlocks) or a dead writer's.
+func stockCommitPending(path string) bool {
+	dir, name := filepath.Split(path)
+	matches, err := filepath.Glob(filepath.Join(dir, "."+name+".uci-*"))
+	if err != nil {
+		return false
+	}
+	for _, m := range matches {
+		fi, err := os.Lstat(m)
+		if err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) < stockCommitAge {
+			return true
+		}
+	}
+	return false
+}
+
+// notOverwritten says, for a writer, that a file refused by a limit is left
+// as it is.
+func notOverwritten(err error) error {
+	var le *LimitError
+	if errors.As(err, &le) || errors.Is(err, unix.EISDIR) {
+		return fmt.Errorf("existing file is not overwritten: %w", err)
+	}
+	return err
+}
+
+// checkHeld refuses, before anything is read, a config file that is not a
+// regular file or is larger than MaxFileSize.
+func checkHeld(path string, st *unix.Stat_t) error {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return &LimitError{File: path, Msg: "not a regular file"}
+	}
+	if st.Size > MaxFileSize {
+		return sizeLimitError(path, st.Size)
+	}
+	return nil
 }
 
 func flock(f *os.File, how int) error {
@@ -197,6 +265,37 @@ func readAll(f *os.File) ([]byte, error) {
 		return nil, fmt.Errorf("read %s: %w", f.Name(), err)
 	}
 	return data, nil
+}
+
+// inPlaceMax bounds rewriteReplaced: content of at most one page is
+// copied into the page cache by one write that a signal cannot split, so
+// a process killed during it leaves the old or the new content, never a mix.
+const inPlaceMax = 4096
+
+// rewriteReplaced writes data into the file the config was before the
+// rename (locked, still open and locked; no longer reachable by its path).
+// A stock uci that opened the config before the rename and waits for the
+// lock reads the file it opened once it gets the lock (libuci does not
+// check that it is still the file at the path), so without this it would
+// build its commit on the old content and undo this one. Larger content
+// is left as libuci leaves it (README, "Reliability": what remains).
+//
+// Content shorter than the old file is padded with newlines (blank lines
+// mean nothing to UCI) to the old length, so that the one write replaces
+// every old byte; the padding is truncated afterwards.
+func rewriteReplaced(locked *os.File, data []byte, oldSize int64) {
+	n := max(int64(len(data)), oldSize)
+	if n > inPlaceMax {
+		return
+	}
+	buf := make([]byte, n)
+	copy(buf, data)
+	for i := len(data); i < len(buf); i++ {
+		buf[i] = '\n'
+	}
+	if w, err := locked.WriteAt(buf, 0); err == nil && w == len(buf) {
+		_ = locked.Truncate(int64(len(data)))
+	}
 }
 
 // replace writes data to a temp file next to path's target, fsyncs it, gives
@@ -238,6 +337,7 @@ func replace(path string, locked *os.File, data []byte) (err error) {
 	if err = os.Rename(tmp.Name(), target); err != nil {
 		return fmt.Errorf("rename %s: %w", tmp.Name(), err)
 	}
+	rewriteReplaced(locked, data, st.Size())
 	// The new file is in place. Syncing the directory makes the rename
 	// durable; it is best effort (some file systems refuse it) and must not
 	// turn a done commit into a reported failure.

@@ -567,3 +567,81 @@ func BenchmarkLoad(b *testing.B) {
 		}
 	}
 }
+
+// TestRefusedFiles: a config file beyond MaxFileSize or MaxSections, a
+// directory or a FIFO in its place are refused by Load, Commit and Update
+// with an error that names the reason, and are left exactly as they were.
+func TestRefusedFiles(t *testing.T) {
+	var many strings.Builder
+	for range MaxSections + 1 {
+		many.WriteString("config rule\n")
+	}
+	tests := []struct {
+		name string
+		make func(t *testing.T, path string)
+		want string
+	}{
+		{"too large", func(t *testing.T, path string) {
+			writeFile(t, path, "config globals 'globals'\n"+strings.Repeat("# pad\n", MaxFileSize/6+1), 0o644)
+		}, "over the limit of 1048576 bytes"},
+		{"too many sections", func(t *testing.T, path string) {
+			writeFile(t, path, many.String(), 0o644)
+		}, "more than 10000 sections"},
+		{"directory", func(t *testing.T, path string) {
+			if err := os.Mkdir(path, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, "is a directory"},
+		{"fifo", func(t *testing.T, path string) {
+			if err := unix.Mkfifo(path, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, "not a regular file"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "network")
+			tc.make(t, path)
+			before, _ := os.Lstat(path)
+			var beforeData []byte
+			if before.Mode().IsRegular() {
+				beforeData, _ = os.ReadFile(path)
+			}
+			_, loadErr := Load(dir, "network")
+			p := mustParse(t, "network", networkConf)
+			commitErr := Commit(dir, p)
+			called := false
+			updateErr := Update(dir, "network", func(*Package) error { called = true; return nil })
+			for op, err := range map[string]error{"Load": loadErr, "Commit": commitErr, "Update": updateErr} {
+				if op == "Load" && tc.name == "directory" {
+					// Read-only open of a directory succeeds; the
+					// regular-file check refuses it.
+					if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+						t.Errorf("Load: err = %v", err)
+					}
+					continue
+				}
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("%s: err = %v, want %q", op, err, tc.want)
+				}
+				if op != "Load" && (err == nil || !strings.Contains(err.Error(), "not overwritten")) {
+					t.Errorf("%s: err = %v, want it to say the file is not overwritten", op, err)
+				}
+			}
+			if called {
+				t.Error("Update called fn on a refused file")
+			}
+			after, err := os.Lstat(path)
+			if err != nil || after.Mode() != before.Mode() || after.Size() != before.Size() {
+				t.Errorf("file changed: %v %v -> %v", err, before.Mode(), after)
+			}
+			if beforeData != nil {
+				if got, _ := os.ReadFile(path); !bytes.Equal(got, beforeData) {
+					t.Error("file content changed")
+				}
+			}
+			assertNoTemp(t, dir)
+		})
+	}
+}

@@ -6,8 +6,37 @@ import (
 	"io"
 )
 
-// MaxFileSize bounds the input Parse accepts; config files are a few KiB.
-const MaxFileSize = 16 << 20
+// Limits on one config file, far above any real config (a busy router's
+// /etc/config/network is a few KiB and some dozen sections) and far below
+// what would hurt a router with 64 MiB of RAM: parsing an 8 MiB file of
+// 200,000 sections takes seconds and over 150 MiB. A file beyond a limit is
+// refused with a *LimitError and changes nothing.
+const (
+	// MaxFileSize is the largest config file read, in bytes; the size is
+	// checked before a byte is parsed.
+	MaxFileSize = 1 << 20
+	// MaxSections is the most sections a config file may hold; the parser
+	// stops at the first section beyond it.
+	MaxSections = 10000
+)
+
+// LimitError reports a config file refused because it is beyond
+// MaxFileSize or MaxSections (or is not a regular file). It is not a syntax
+// error: libuci may well read the file, but this package will not.
+type LimitError struct {
+	// File is the package name or the path of the file.
+	File string
+	// Msg says which limit, with the file's figure and the limit.
+	Msg string
+}
+
+// Error implements error: "uci: FILE: MSG".
+func (e *LimitError) Error() string { return fmt.Sprintf("uci: %s: %s", e.File, e.Msg) }
+
+// sizeLimitError is the LimitError for a file of size bytes.
+func sizeLimitError(file string, size int64) *LimitError {
+	return &LimitError{File: file, Msg: fmt.Sprintf("%d bytes, over the limit of %d bytes per config file", size, MaxFileSize)}
+}
 
 // Parse reads one config file in UCI syntax. name becomes Package.Name and
 // the File of a *ParseError.
@@ -47,7 +76,7 @@ func Parse(name string, r io.Reader) (*Package, error) {
 		return nil, fmt.Errorf("uci: reading %s: %w", name, err)
 	}
 	if len(data) > MaxFileSize {
-		return nil, &ParseError{File: name, Line: bytes.Count(data, []byte("\n")) + 1, Msg: fmt.Sprintf("file larger than %d bytes", MaxFileSize)}
+		return nil, &LimitError{File: name, Msg: fmt.Sprintf("more than %d bytes, over the limit per config file", MaxFileSize)}
 	}
 	ps := &parser{buf: data, file: name, pkg: &Package{Name: name}, byName: map[string]*Section{}}
 	if i := bytes.IndexByte(data, 0); i >= 0 {
@@ -182,6 +211,10 @@ func (ps *parser) cmdConfig() error {
 			ps.sec = s
 			return nil
 		}
+	}
+	if len(ps.pkg.Sections) >= MaxSections {
+		return &LimitError{File: ps.file, Msg: fmt.Sprintf("more than %d sections (line %d), over the limit per config file",
+			MaxSections, bytes.Count(ps.buf[:ps.pos], []byte("\n"))+1)}
 	}
 	ps.sec = ps.pkg.newSection(typ, name)
 	if ps.byName[ps.sec.Name] == nil { // the first of a name wins, as in libuci

@@ -1,7 +1,6 @@
 package uci
 
 import (
-	"bytes"
 	"errors"
 	"reflect"
 	"strings"
@@ -386,10 +385,46 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
-func TestParseTooLarge(t *testing.T) {
-	big := bytes.Repeat([]byte("# comment line\n"), MaxFileSize/15+2)
-	if _, err := Parse("big", bytes.NewReader(big)); err == nil {
-		t.Fatal("Parse of an oversized file succeeded")
+// TestParseLimits: a file at MaxFileSize or MaxSections parses; one beyond
+// is refused with a *LimitError naming the limit.
+func TestParseLimits(t *testing.T) {
+	sections := func(n int) string {
+		var b strings.Builder
+		for range n {
+			b.WriteString("config rule\n\toption name 'x'\n")
+		}
+		return b.String()
+	}
+	pad := func(n int) string {
+		line := "# comment line\n"
+		return strings.Repeat(line, n/len(line)) + strings.Repeat("#", n%len(line))
+	}
+	tests := []struct {
+		name     string
+		input    string
+		sections int    // want this many sections, when want is ""
+		want     string // in the LimitError's message
+	}{
+		{"sections at the limit", sections(MaxSections), MaxSections, ""},
+		{"one section beyond", sections(MaxSections + 1), 0, "more than 10000 sections (line 20001)"},
+		{"200,000 sections", sections(200000)[:MaxFileSize], 0, "more than 10000 sections"},
+		{"size at the limit", pad(MaxFileSize), 0, ""},
+		{"one byte beyond", pad(MaxFileSize + 1), 0, "more than 1048576 bytes"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Parse("big", strings.NewReader(tc.input))
+			if tc.want == "" {
+				if err != nil || len(p.Sections) != tc.sections {
+					t.Fatalf("Parse: %v", err)
+				}
+				return
+			}
+			var le *LimitError
+			if !errors.As(err, &le) || !strings.Contains(le.Msg, tc.want) {
+				t.Fatalf("err = %v, want a LimitError with %q", err, tc.want)
+			}
+		})
 	}
 }
 
@@ -399,16 +434,5 @@ func BenchmarkParseFirewall(b *testing.B) {
 		if _, err := Parse("firewall", strings.NewReader(firewallConf)); err != nil {
 			b.Fatal(err)
 		}
-	}
-}
-
-func TestParseManySectionsIsFast(t *testing.T) {
-	var b strings.Builder
-	for i := 0; i < 20000; i++ {
-		b.WriteString("config rule\n\toption name 'x'\n")
-	}
-	p, err := Parse("big", strings.NewReader(b.String()))
-	if err != nil || len(p.Sections) != 20000 {
-		t.Fatalf("Parse: %v", err)
 	}
 }

@@ -11,9 +11,32 @@
 //
 // It must never leave a torn or half-written config file, never overwrite a
 // file that does not parse (that file is reported with a *ParseError and left
-// as it is), and never touch a file other than the one package it commits and
-// its temp file. It does not implement libuci's delta (/tmp/.uci) staging:
-// changes made here are committed directly.
+// as it is) or that is beyond MaxFileSize or MaxSections (*LimitError), and
+// never touch a file other than the one package it commits and its temp
+// file. It does not implement libuci's delta (/tmp/.uci) staging: changes
+// made here are committed directly.
+//
+// Commit protocol, and racing the stock uci. libuci's uci_file_commit takes
+// an exclusive flock on the config file, re-reads it through that
+// descriptor, replays its own changes on it, writes and fsyncs a temp file
+// .NAME.uci-XXXXXX, then closes the config file (releasing the lock) and
+// renames the temp file over the config. Update does the same (it re-reads
+// under the lock and fn changes only its own options), and closes the two
+// windows libuci leaves when one side is this package:
+//
+//   - libuci releases the lock before its rename; a writer that takes the
+//     lock in between would read the content about to be replaced. Update
+//     and Commit see libuci's temp file while they hold the lock and wait
+//     for the rename (a temp file older than 2 s is a dead writer's).
+//   - libuci never checks that the file it locked is still the one at the
+//     path, so a uci that waited for the lock during a commit here reads the
+//     replaced file. After its rename, Update writes the new content into
+//     the replaced file too (in one write of at most one page, padded so no
+//     old byte survives), so that uci builds on it.
+//
+// Two stock uci processes still race each other as libuci allows, and a
+// config file larger than a page committed here can still be undone by a
+// uci that waited for the lock during that commit.
 //
 // References (openwrt/uci): file.c (parser: parse_str, parse_single_quote,
 // parse_double_quote, parse_backslash, uci_parse_line; writer: uci_escape,

@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"golang.org/x/sys/unix"
@@ -38,6 +39,14 @@ const systemObjectMax = 1024
 
 // txQueueLen bounds the messages queued for one client.
 const txQueueLen = 4096
+
+// Queue limits after DropWhenFull: ubusd's UBUS_CLIENT_MAX_TXQ_LEN, 1 MiB of
+// queued messages per client (ubusd.h), within a channel long enough for
+// that many small messages.
+const (
+	stockTxQueueBytes = 1 << 20
+	stockTxQueueLen   = 1 << 15
+)
 
 // Broker is an in-process ubus broker. Use New and Serve, or Listen.
 type Broker struct {
@@ -52,6 +61,8 @@ type Broker struct {
 	eventSeq  uint16
 	pending   map[pendingKey]struct{}
 	wg        sync.WaitGroup
+	// dropWhenFull: see DropWhenFull.
+	dropWhenFull bool
 }
 
 type client struct {
@@ -59,6 +70,7 @@ type client struct {
 	nc          net.Conn
 	user, group string
 	tx          chan []byte
+	txBytes     atomic.Int64 // bytes queued in tx
 	quit        chan struct{}
 	closeOnce   sync.Once
 	objects     map[uint32]*object
@@ -125,6 +137,19 @@ func Listen(path string) (*Broker, error) {
 	return b, nil
 }
 
+// DropWhenFull makes the broker queue for each client connecting from then
+// on as the stock ubusd does (ubus_msg_enqueue in ubusd.c): up to 1 MiB of
+// messages (UBUS_CLIENT_MAX_TXQ_LEN); a message that does not fit is
+// dropped and the client stays connected. By default a client's queue holds
+// 4096 messages and a client that lets it fill is disconnected. Load tests
+// use it to keep a client that never reads its replies flooding, as it
+// could against ubusd. Call it before clients connect.
+func (b *Broker) DropWhenFull() {
+	b.mu.Lock()
+	b.dropWhenFull = true
+	b.mu.Unlock()
+}
+
 // Serve accepts clients on l until l fails or the broker is closed. It
 // returns nil after Close.
 func (b *Broker) Serve(l net.Listener) error {
@@ -170,7 +195,13 @@ func (b *Broker) acceptLoop(l net.Listener) error {
 
 // ServeConn serves one client connection in the background.
 func (b *Broker) ServeConn(nc net.Conn) {
-	cl := &client{nc: nc, tx: make(chan []byte, txQueueLen), quit: make(chan struct{}),
+	b.mu.Lock()
+	qlen := txQueueLen
+	if b.dropWhenFull {
+		qlen = stockTxQueueLen
+	}
+	b.mu.Unlock()
+	cl := &client{nc: nc, tx: make(chan []byte, qlen), quit: make(chan struct{}),
 		objects: map[uint32]*object{}}
 	cl.user, cl.group = credentials(nc)
 	b.mu.Lock()
@@ -280,6 +311,7 @@ func (b *Broker) writeLoop(cl *client) {
 		case <-cl.quit:
 			return
 		case buf := <-cl.tx:
+			cl.txBytes.Add(-int64(len(buf)))
 			if _, err := w.Write(buf); err != nil {
 				cl.stop()
 				return
@@ -288,6 +320,7 @@ func (b *Broker) writeLoop(cl *client) {
 			for more := true; more; {
 				select {
 				case buf = <-cl.tx:
+					cl.txBytes.Add(-int64(len(buf)))
 					if _, err := w.Write(buf); err != nil {
 						cl.stop()
 						return
@@ -322,7 +355,8 @@ func (b *Broker) readLoop(cl *client) {
 	b.mu.Unlock()
 }
 
-// send queues m for cl; a client whose queue is full is disconnected.
+// send queues m for cl; a client whose queue is full is disconnected
+// (or, after DropWhenFull, the message is dropped).
 // The caller holds b.mu.
 func (b *Broker) send(cl *client, m *ubus.Message) {
 	buf, err := m.MarshalBinary()
@@ -333,11 +367,17 @@ func (b *Broker) send(cl *client, m *ubus.Message) {
 }
 
 func (b *Broker) sendRaw(cl *client, buf []byte) {
+	if b.dropWhenFull && cl.txBytes.Load()+int64(len(buf)) > stockTxQueueBytes {
+		return
+	}
 	select {
 	case <-cl.quit:
 	case cl.tx <- buf:
+		cl.txBytes.Add(int64(len(buf)))
 	default:
-		cl.stop()
+		if !b.dropWhenFull {
+			cl.stop()
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package ubustest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -312,9 +313,20 @@ func TestListenReplacesStaleSocket(t *testing.T) {
 }
 
 // TestSlowClientIsDropped: a client that stops reading is disconnected once
-// its queue is full; the broker keeps serving everyone else.
+// its queue is full (or, with DropWhenFull, keeps its connection and loses
+// what does not fit, as with the stock ubusd); the broker keeps serving
+// everyone else.
 func TestSlowClientIsDropped(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("DropWhenFull=%v", keep), func(t *testing.T) { testSlowClient(t, keep) })
+	}
+}
+
+func testSlowClient(t *testing.T, dropWhenFull bool) {
 	b, sock := Start(t)
+	if dropWhenFull {
+		b.DropWhenFull()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	slow := rawDial(t, sock)
@@ -331,7 +343,11 @@ func TestSlowClientIsDropped(t *testing.T) {
 	defer sender.Close()
 	payload := []ubus.Attr{ubus.String("pad", string(make([]byte, 200)))}
 	dropped := false
-	for i := 0; i < 100000 && !dropped; i++ {
+	n := 100000
+	if dropWhenFull {
+		n = 3 * txQueueLen
+	}
+	for i := 0; i < n && !dropped; i++ {
 		if err := sender.Send(ctx, "flood", payload); err != nil {
 			t.Fatalf("send %d: %v", i, err)
 		}
@@ -339,8 +355,8 @@ func TestSlowClientIsDropped(t *testing.T) {
 			dropped = b.Clients() == 1
 		}
 	}
-	if !dropped {
-		t.Fatal("the slow client was never dropped")
+	if dropped == dropWhenFull {
+		t.Fatalf("slow client disconnected: %v, want %v", dropped, !dropWhenFull)
 	}
 	if _, err := sender.Lookup(ctx, ""); err != nil {
 		t.Fatalf("broker stopped serving: %v", err)

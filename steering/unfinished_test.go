@@ -1,0 +1,140 @@
+package steering
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
+)
+
+// slowWriter is the fixture writer with a pause before every write, so an
+// apply can be killed midway.
+type slowWriter struct {
+	*FSWriter
+	pause time.Duration
+}
+
+func (w slowWriter) WriteKnob(rel, value string) error {
+	time.Sleep(w.pause)
+	return w.FSWriter.WriteKnob(rel, value)
+}
+
+func (w slowWriter) SetThreadAffinity(pid int, comm, cpus string) error {
+	time.Sleep(w.pause)
+	return w.FSWriter.SetThreadAffinity(pid, comm, cpus)
+}
+
+// killHelperEnv marks the re-executed test binary as the process killed
+// during its apply; its value is the root.
+const killHelperEnv = "STEERING_KILL_HELPER_ROOT"
+
+// TestSlowApplyHelperProcess is not a test: it is the process of
+// TestKillDuringApply that applies slowly until it is killed.
+func TestSlowApplyHelperProcess(t *testing.T) {
+	root := os.Getenv(killHelperEnv)
+	if root == "" {
+		t.Skip("helper process only")
+	}
+	e := NewEngine(root, WithWriter(slowWriter{FSWriter: NewFSWriter(root), pause: 40 * time.Millisecond}))
+	if _, err := e.Apply(context.Background(), ApplyRequest{Reason: "slow"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Fatal("the slow apply finished: it should have been killed")
+}
+
+// TestKillDuringApply: an apply SIGKILLed after some of its writes leaves
+// devices half-written and its marker behind; the next apply (the
+// restarted daemon's "start") puts every device wholly into the configured
+// state, and status says the previous apply did not finish.
+func TestKillDuringApply(t *testing.T) {
+	root := fixturetest.Root(t, "demo", nil)
+	marker := filepath.Join(root, "var/run", ApplyMarkerFile)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := NewEngine(root).Apply(context.Background(), ApplyRequest{Reason: "count", DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := len(first.Changed)
+	if total < 4 {
+		t.Fatalf("the fixture needs %d writes: too few to kill an apply midway", total)
+	}
+	helper := exec.Command(exe, "-test.run", "^TestSlowApplyHelperProcess$", "-test.count=1")
+	helper.Env = append(os.Environ(), killHelperEnv+"="+root)
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- helper.Wait() }()
+	// The marker, then a few writes (40 ms each).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			helper.Process.Kill()
+			t.Fatal("no apply marker from the slow apply")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(150 * time.Millisecond)
+	if err := helper.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-exited; err == nil {
+		t.Fatal("the slow apply finished before it was killed")
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("marker gone after the kill: %v", err)
+	}
+
+	// Half-written: some knobs changed, not all.
+	e := NewEngine(root)
+	ctx := context.Background()
+	dry, err := e.Apply(ctx, ApplyRequest{Reason: "check", DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dry.Changed) == 0 || len(dry.Changed) >= total {
+		t.Fatalf("%d of %d knobs left to write after the kill: want a half-done apply", len(dry.Changed), total)
+	}
+	if st, err := e.Status(ctx); err != nil || st.UnfinishedApply != nil {
+		t.Fatalf("status before any apply: %+v, %v; a dry run or a read must not claim the marker", st, err)
+	}
+
+	// The restart: its start apply finds the marker.
+	res, err := e.Apply(ctx, ApplyRequest{Reason: "start"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failed) != 0 || len(res.Changed) != len(dry.Changed) {
+		t.Errorf("start apply: %d changed, %d failed; want the %d left by the killed apply", len(res.Changed), len(res.Failed), len(dry.Changed))
+	}
+	st, err := e.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.InSync {
+		t.Error("not in sync after the start apply")
+	}
+	u := st.UnfinishedApply
+	if u == nil || u.Reason != "slow" || u.PID != helper.Process.Pid || u.FoundBy != "start" || u.Started.IsZero() {
+		t.Errorf("unfinished apply %+v, want reason slow, pid %d, found by start", u, helper.Process.Pid)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Errorf("marker after the start apply: %v", err)
+	}
+	again, err := e.Apply(ctx, ApplyRequest{Reason: "again", DryRun: true})
+	if err != nil || len(again.Changed) != 0 {
+		t.Errorf("a second apply would change %v (%v): devices not wholly configured", again, err)
+	}
+	t.Logf("killed with %d of %d knobs written; the start apply wrote the %d left", total-len(dry.Changed), total, len(res.Changed))
+}
