@@ -28,7 +28,6 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{"stray argument", []string{"queues", "extra"}, "unexpected argument"},
 		{"plan unknown mode", []string{"plan", "--mode", "turbo"}, "unknown mode"},
 		{"plan root and snapshot", []string{"plan", "--root", "/", "--snapshot", "x.json"}, "not both"},
-		{"demo bad port", []string{"demo", "--port", "70000"}, "--port"},
 		{"unknown command", []string{"frobnicate"}, "unknown command"},
 	}
 	for _, tt := range tests {
