@@ -234,6 +234,16 @@ func changedDevices(x *knobIndex, changed []Action) []string {
 //
 // ApplyPlan does not lock; callers serialise applies (Engine does).
 func ApplyPlan(ctx context.Context, w Writer, snap *platform.Snapshot, actions []Action, dryRun bool) *Result {
+	return applyPlan(ctx, w, snap, actions, dryRun, false)
+}
+
+// applyPlan is ApplyPlan. With fresh, the snapshot was read under the lock
+// this apply holds, so an action's Current (which NewPlan took from it) is
+// the knob's live value, read once already: the knob is not read again, and
+// only knobs that differ are touched (the write path still re-checks a
+// thread right before moving it). Without fresh every knob is read before
+// it is compared.
+func applyPlan(ctx context.Context, w Writer, snap *platform.Snapshot, actions []Action, dryRun, fresh bool) *Result {
 	start := time.Now()
 	res := &Result{Changed: []Action{}, Failed: []Failure{}}
 
@@ -261,7 +271,7 @@ func ApplyPlan(ctx context.Context, w Writer, snap *platform.Snapshot, actions [
 			}
 			continue
 		}
-		applyUnit(w, x, strings.TrimPrefix(u, "\xff"), acts, dryRun, res)
+		applyUnit(w, x, strings.TrimPrefix(u, "\xff"), acts, dryRun, fresh, res)
 	}
 	res.Devices = changedDevices(x, res.Changed)
 	res.DurationUS = time.Since(start).Microseconds()
@@ -286,7 +296,7 @@ type written struct {
 
 // applyUnit applies one device's actions (already ordered) into res; unit
 // names the device (or the lone thread, IRQ or sysctl) in reports.
-func applyUnit(w Writer, x *knobIndex, unit string, acts []Action, dryRun bool, res *Result) {
+func applyUnit(w Writer, x *knobIndex, unit string, acts []Action, dryRun, fresh bool, res *Result) {
 	var done []written
 	for i, a := range acts {
 		k, err := x.resolveKnob(a)
@@ -294,7 +304,10 @@ func applyUnit(w Writer, x *knobIndex, unit string, acts []Action, dryRun bool, 
 			failUnit(w, unit, acts[i+1:], done, Failure{Action: a, Error: err.Error()}, res)
 			return
 		}
-		live, err := readKnob(w, k)
+		live, err := a.Current, error(nil)
+		if !fresh || live == "" {
+			live, err = readKnob(w, k)
+		}
 		if err != nil {
 			if vanished(err) {
 				res.Skipped = append(res.Skipped, Skip{Action: a, Reason: "vanished: " + err.Error()})

@@ -459,13 +459,10 @@ func (e *Engine) Apply(ctx context.Context, req ApplyRequest) (*Result, error) {
 	}
 	if req.Device != "" {
 		// Refuse an unknown device before taking the lock, so that a
-		// mistyped name leaves no trace (not even a lock file); it is
-		// checked again under the lock.
-		snap, err := e.inputs(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if snapDevice(snap, req.Device) == nil {
+		// mistyped name leaves no trace (not even a lock file): its
+		// sys/class/net entry is enough here (the name is checked above);
+		// the snapshot read under the lock checks it again.
+		if _, err := os.Lstat(filepath.Join(e.root, "sys", "class", "net", req.Device)); err != nil {
 			return nil, fmt.Errorf("no device %q: %w", req.Device, ErrInvalid)
 		}
 	}
@@ -520,7 +517,9 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 	if !req.DryRun {
 		e.beginApply(reason)
 	}
-	res := ApplyPlan(ctx, e.writer, snap, actions, req.DryRun)
+	// The snapshot was read under the lock this apply holds: the plan's
+	// current values are the live ones, so knobs are not read again.
+	res := applyPlan(ctx, e.writer, snap, actions, req.DryRun, true)
 	res.Mode = p.Mode
 	if !req.DryRun && p.Mode != ModeAdaptive {
 		e.clearDeviations()

@@ -22,12 +22,12 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{"apply bad root", []string{"apply", "--root", "/nonexistent"}, "not an existing directory"},
 		{"status bad root", []string{"status", "--root", "/nonexistent"}, "not an existing directory"},
 		{"daemon bad root", []string{"daemon", "--root", "/nonexistent"}, "not an existing directory"},
+		{"release bad root", []string{"release", "--root", "/nonexistent"}, "not an existing directory"},
 		{"root is a file", []string{"status", "--root", "/proc/self/status"}, "not an existing directory"},
 		{"unknown flag", []string{"status", "--nope"}, "flag provided but not defined"},
 		{"stray argument", []string{"queues", "extra"}, "unexpected argument"},
 		{"plan unknown mode", []string{"plan", "--mode", "turbo"}, "unknown mode"},
 		{"plan root and snapshot", []string{"plan", "--root", "/", "--snapshot", "x.json"}, "not both"},
-		{"demo bad port", []string{"demo", "--port", "70000"}, "--port"},
 		{"unknown command", []string{"frobnicate"}, "unknown command"},
 	}
 	for _, tt := range tests {
