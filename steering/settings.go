@@ -45,6 +45,9 @@ func acceptedModes() string {
 // ParseMode returns the mode named s. An unknown name is an error wrapping
 // ErrInvalid that lists the accepted names.
 func ParseMode(s string) (Mode, error) {
+	if s == string(ModeAdaptive) && !adaptiveBuilt {
+		return "", fmt.Errorf("%w: mode adaptive: %w", ErrInvalid, errNoAdaptive)
+	}
 	for _, m := range Modes {
 		if s == string(m) {
 			return m, nil
@@ -119,7 +122,11 @@ func ResolveSettings(s *platform.Snapshot) (Settings, error) {
 	if st := cfg.Steering; st != nil && strings.TrimSpace(st.Mode) != "" {
 		m, err := ParseMode(strings.TrimSpace(st.Mode))
 		if err != nil {
-			problems = append(problems, fmt.Sprintf("packet_steering.globals.mode: unknown mode %q, using auto (accepted: %s)", st.Mode, acceptedModes()))
+			if errors.Is(err, errNoAdaptive) {
+				problems = append(problems, "packet_steering.globals.mode: adaptive is not in this build (it is in the packet-steering-tune package), using auto")
+			} else {
+				problems = append(problems, fmt.Sprintf("packet_steering.globals.mode: unknown mode %q, using auto (accepted: %s)", st.Mode, acceptedModes()))
+			}
 			set.Mode, set.Source = ModeAuto, SourceDefault
 		} else {
 			set.Mode, set.Source = m, SourcePacketSteering

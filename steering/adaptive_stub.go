@@ -1,0 +1,34 @@
+//go:build router && !tune
+
+package steering
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/packet-steering/packet-steering/platform"
+)
+
+// The plain router build has no room for the adaptive mode (make size):
+// ParseMode refuses it, and a configured `adaptive` falls back to auto with
+// a hint. The packet-steering-tune variant (-tags router,tune) has it.
+
+// adaptiveBuilt reports that this build lacks the adaptive mode.
+const adaptiveBuilt = false
+
+func (e *Engine) adaptPlan(_ *platform.Snapshot, p *Plan) *Plan { return p }
+
+// Adapt refuses: no adaptive mode in this build.
+func (e *Engine) Adapt(context.Context, []Move) (*Result, error) {
+	return nil, fmt.Errorf("%w: %w", ErrInvalid, errNoAdaptive)
+}
+
+// AdaptiveSample refuses: no adaptive mode in this build.
+func (e *Engine) AdaptiveSample(context.Context, bool) (LoadSample, error) {
+	return LoadSample{}, errNoAdaptive
+}
+
+// RunAdaptive refuses: no adaptive mode in this build.
+func (e *Engine) RunAdaptive(context.Context, AdaptiveConfig, func(context.Context, []Move) (*Result, error)) error {
+	return errNoAdaptive
+}
