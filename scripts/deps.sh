@@ -12,6 +12,7 @@ if [ "${1:-test}" = test ]; then
 	need ethtool ethtool
 	need gcc gcc # cgo, which the race detector needs
 	need shellcheck shellcheck
+	need musl-gcc musl-tools
 	need iperf3 iperf3
 	need iptables-legacy-restore iptables
 	need busybox busybox
