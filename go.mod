@@ -1,5 +1,5 @@
 module github.com/packet-steering/packet-steering
 
-go 1.26.0
+go 1.23.0
 
-require golang.org/x/sys v0.50.0 // indirect
+require golang.org/x/sys v0.35.0

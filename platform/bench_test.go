@@ -20,7 +20,8 @@ func BenchmarkReaderIPQ807x(b *testing.B) {
 	ctx := context.Background()
 	r := NewReader()
 	b.ReportAllocs()
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		s, err := r.Read(ctx, root)
 		if err != nil || len(s.Gaps) != 0 {
 			b.Fatalf("read: %v %v", err, s.Gaps)
@@ -32,7 +33,8 @@ func benchRead(b *testing.B, preset string) {
 	root := fixturetest.Root(b, preset, nil)
 	ctx := context.Background()
 	b.ReportAllocs()
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		s, err := Read(ctx, root)
 		if err != nil || len(s.Gaps) != 0 {
 			b.Fatalf("read: %v %v", err, s.Gaps)

@@ -576,7 +576,8 @@ func BenchmarkNewPlanRouter4CPU(b *testing.B) {
 	s := presetSnapshot(b, "ipq807x")
 	for _, mode := range []Mode{ModeLegacy, ModeAuto} {
 		b.Run(string(mode), func(b *testing.B) {
-			for b.Loop() {
+			b.ResetTimer()
+			for range b.N {
 				if _, err := NewPlan(s, PlanRequest{Mode: mode}); err != nil {
 					b.Fatal(err)
 				}
@@ -591,7 +592,8 @@ func BenchmarkPlanGrowthCPUs(b *testing.B) {
 		s := bigMachine(n, 1, n)
 		for _, mode := range []Mode{ModeLegacy, ModeAuto} {
 			b.Run(fmt.Sprintf("%s/cpus=%d", mode, n), func(b *testing.B) {
-				for b.Loop() {
+				b.ResetTimer()
+				for range b.N {
 					if _, err := NewPlan(s, PlanRequest{Mode: mode}); err != nil {
 						b.Fatal(err)
 					}
@@ -607,7 +609,8 @@ func BenchmarkPlanGrowthDevices(b *testing.B) {
 		s := bigMachine(4, d, 1)
 		for _, mode := range []Mode{ModeLegacy, ModeAuto} {
 			b.Run(fmt.Sprintf("%s/devices=%d", mode, d), func(b *testing.B) {
-				for b.Loop() {
+				b.ResetTimer()
+				for range b.N {
 					if _, err := NewPlan(s, PlanRequest{Mode: mode}); err != nil {
 						b.Fatal(err)
 					}

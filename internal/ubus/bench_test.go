@@ -45,7 +45,7 @@ func BenchmarkInvoke(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
-	for b.Loop() {
+	for range b.N {
 		if _, err := cli.Invoke(ctx, id, "status", nil); err != nil {
 			b.Fatal(err)
 		}
@@ -60,7 +60,7 @@ func BenchmarkCall(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
-	for b.Loop() {
+	for range b.N {
 		if _, err := cli.Call(ctx, "bench.status", "status", nil); err != nil {
 			b.Fatal(err)
 		}
