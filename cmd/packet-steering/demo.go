@@ -78,6 +78,7 @@ type demoRun struct {
 	dir, root, sock string
 	removeDir       bool
 	url             string
+	page            string // the LuCI page's URL
 
 	broker *ubustest.Broker
 	daemon *ubus.Conn
@@ -160,6 +161,7 @@ func startDemo(ctx context.Context, dir string, port, pps int, preset string) (d
 		return d, fmt.Errorf("demo: %w", err)
 	}
 	d.url = "http://" + ln.Addr().String() + "/"
+	d.page = "http://" + ln.Addr().String() + srv.PagePath()
 	sctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
 	d.served = make(chan error, 1)
@@ -188,8 +190,14 @@ func (d *demoRun) printIntro(env *cliEnv) {
 	fmt.Fprintf(w, "  try   packet-steering call --socket %s status\n", d.sock)
 	fmt.Fprintf(w, "        packet-steering call --socket %s get_queues '{\"device\":\"eth0\"}'\n", d.sock)
 	fmt.Fprintf(w, "        packet-steering call --socket %s set_mode '{\"mode\":\"legacy\"}'\n", d.sock)
-	fmt.Fprintf(w, "        curl -s %subus -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"call\",\"params\":[\"%s\",\"packet_steering\",\"status\",{}]}'\n",
+	// As with uhttpd and rpcd: log in first (root or viewer, empty
+	// password), then call with the session id the login returned.
+	fmt.Fprintf(w, "        curl -s %subus -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"call\",\"params\":[\"%s\",\"session\",\"login\",{\"username\":\"root\",\"password\":\"\"}]}'\n",
 		d.url, demo.DefaultSID)
+	fmt.Fprintf(w, "        curl -s %subus -d '{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"call\",\"params\":[\"SID\",\"packet_steering\",\"status\",{}]}'   (SID: ubus_rpc_session from the login)\n",
+		d.url)
+	fmt.Fprintf(w, "        curl -s %subus/list   (the objects and their methods, as uhttpd answers GET)\n", d.url)
+	fmt.Fprintf(w, "  read-only user: %s?user=viewer\n", d.page)
 	if d.pps > 0 {
 		fmt.Fprintf(w, "  load  simulated: about %d packets/s on each rx ring, counted in proc/net/softnet_stat\n", d.pps)
 		fmt.Fprintf(w, "        on the CPUs the live steering sends them to (placement only, no performance model)\n")

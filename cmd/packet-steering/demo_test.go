@@ -103,6 +103,28 @@ func postUbus(t *testing.T, url, body string) map[string]any {
 	return m
 }
 
+// loginUbus logs user in through the demo's /ubus (session login as the
+// anonymous caller, as LuCI does) and returns the session id.
+func loginUbus(t testing.TB, url, user string) string {
+	t.Helper()
+	resp, err := http.Post(url+"ubus", "application/json", strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"call","params":["00000000000000000000000000000000","session","login",{"username":"`+user+`","password":""}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Result []json.RawMessage `json:"result"`
+	}
+	var data struct {
+		SID string `json:"ubus_rpc_session"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || len(r.Result) != 2 || json.Unmarshal(r.Result[1], &data) != nil || data.SID == "" {
+		t.Fatalf("session login %s: %v %v", user, r, err)
+	}
+	return data.SID
+}
+
 func TestDemoServesAndCleansUp(t *testing.T) {
 	url, dir, out, stop := startDemoCmd(t, "--port", "0")
 	if _, err := os.Stat(filepath.Join(dir, "root", "sys", "class", "net", "eth0")); err != nil {
@@ -114,8 +136,14 @@ func TestDemoServesAndCleansUp(t *testing.T) {
 		}
 	}
 
-	// /ubus speaks uhttpd's JSON-RPC to the packet_steering object.
-	st := postUbus(t, url, `{"jsonrpc":"2.0","id":7,"method":"call","params":["00000000000000000000000000000000","packet_steering","status",{}]}`)
+	// /ubus speaks uhttpd's JSON-RPC to the packet_steering object, for a
+	// session from a login; the anonymous session is denied.
+	anon := postUbus(t, url, `{"jsonrpc":"2.0","id":6,"method":"call","params":["00000000000000000000000000000000","packet_steering","status",{}]}`)
+	if e, _ := anon["error"].(map[string]any); e == nil || e["code"] != float64(-32002) {
+		t.Errorf("status with the anonymous session: %v, want error -32002", anon)
+	}
+	root := loginUbus(t, url, "root")
+	st := postUbus(t, url, `{"jsonrpc":"2.0","id":7,"method":"call","params":["`+root+`","packet_steering","status",{}]}`)
 	res, _ := st["result"].([]any)
 	if st["id"] != float64(7) || len(res) != 2 || res[0] != float64(0) {
 		t.Fatalf("status reply %v", st)
@@ -125,10 +153,14 @@ func TestDemoServesAndCleansUp(t *testing.T) {
 	if data["mode"] != "auto" || data["in_sync"] != true || plat["cpus"] != float64(4) {
 		t.Errorf("status data %v: want mode auto, in sync (the demo applies at start), 4 CPUs", data)
 	}
-	// The default session may read but not write (acl.d read vs write).
-	denied := postUbus(t, url, `{"jsonrpc":"2.0","id":8,"method":"call","params":["00000000000000000000000000000000","packet_steering","set_mode",{"mode":"off"}]}`)
+	// The read-only user may read but not write (acl.d read vs write).
+	viewer := loginUbus(t, url, "viewer")
+	if r := postUbus(t, url, `{"jsonrpc":"2.0","id":8,"method":"call","params":["`+viewer+`","packet_steering","status",{}]}`); r["result"] == nil {
+		t.Errorf("status as viewer: %v", r)
+	}
+	denied := postUbus(t, url, `{"jsonrpc":"2.0","id":8,"method":"call","params":["`+viewer+`","packet_steering","set_mode",{"mode":"off"}]}`)
 	if e, _ := denied["error"].(map[string]any); e == nil || e["code"] != float64(-32002) {
-		t.Errorf("set_mode with the default session: %v, want error -32002", denied)
+		t.Errorf("set_mode as viewer: %v, want error -32002", denied)
 	}
 	list := postUbus(t, url, `{"jsonrpc":"2.0","id":9,"method":"list","params":["packet_steering"]}`)
 	sig, _ := list["result"].(map[string]any)["packet_steering"].(map[string]any)
@@ -169,8 +201,9 @@ func TestDemoKeepsGivenDir(t *testing.T) {
 		t.Errorf("list: %v", set)
 	}
 	// The simulated load moves the softnet counters the page shows.
+	sid := loginUbus(t, url, "root")
 	processed := func() float64 {
-		st := postUbus(t, url, `{"jsonrpc":"2.0","id":2,"method":"call","params":["00000000000000000000000000000000","packet_steering","status",{}]}`)
+		st := postUbus(t, url, `{"jsonrpc":"2.0","id":2,"method":"call","params":["`+sid+`","packet_steering","status",{}]}`)
 		res, _ := st["result"].([]any)
 		if len(res) != 2 {
 			t.Fatalf("status: %v", st)
@@ -241,8 +274,9 @@ func TestDemoPresets(t *testing.T) {
 					t.Errorf("stop: %v", err)
 				}
 			}()
+			sid := loginUbus(t, d.url, "viewer")
 			for _, method := range []string{"status", "get_queues"} {
-				r := postUbus(t, d.url, `{"jsonrpc":"2.0","id":1,"method":"call","params":["00000000000000000000000000000000","packet_steering","`+method+`",{}]}`)
+				r := postUbus(t, d.url, `{"jsonrpc":"2.0","id":1,"method":"call","params":["`+sid+`","packet_steering","`+method+`",{}]}`)
 				res, _ := r["result"].([]any)
 				if len(res) != 2 || res[0] != float64(0) {
 					t.Errorf("%s on %s: %v", method, name, r)
@@ -260,7 +294,7 @@ func BenchmarkDemoUbusStatus(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer d.stop()
-	body := `{"jsonrpc":"2.0","id":1,"method":"call","params":["00000000000000000000000000000000","packet_steering","status",{}]}`
+	body := `{"jsonrpc":"2.0","id":1,"method":"call","params":["` + loginUbus(b, d.url, "root") + `","packet_steering","status",{}]}`
 	client := &http.Client{}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -85,6 +85,8 @@ func (a ACL) Groups() []string {
 // at which level.
 type Session struct {
 	Grants map[string]Access
+	// User is the login that made the session ("" for the anonymous one).
+	User string
 }
 
 // Allowed reports whether the session may call method on object under acl,

@@ -84,8 +84,9 @@ var rpcErrors = map[rpcError]struct {
 
 // Sessions maps session ids to sessions. It is safe for concurrent use.
 type Sessions struct {
-	mu sync.RWMutex
-	m  map[string]Session
+	mu    sync.RWMutex
+	m     map[string]Session
+	order []string // ids made by Login, oldest first
 }
 
 // NewSessions returns an empty session table.
@@ -114,6 +115,8 @@ type RPCHandler struct {
 	Bus      Bus
 	ACL      ACL
 	Sessions *Sessions
+	// Users are the logins session login accepts.
+	Users map[string]User
 }
 
 type rpcRequest struct {
@@ -132,6 +135,9 @@ func (h *RPCHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	case http.MethodPost:
+	case http.MethodGet:
+		h.serveGet(r.Context(), w, r.URL.Path)
+		return
 	default:
 		http.Error(w, "Invalid Request", http.StatusBadRequest)
 		return
@@ -235,6 +241,12 @@ func (h *RPCHandler) call(ctx context.Context, req rpcRequest) reply {
 	if len(args) == 0 || args[0] != '{' || json.Unmarshal(args, &fields) != nil {
 		return errorReply(req.ID, errParse)
 	}
+	if isRPCDObject(object) {
+		if _, ok := fields["ubus_rpc_session"]; ok {
+			return errorReply(req.ID, errParams)
+		}
+		return h.callRPCD(req, sid, object, method, fields)
+	}
 	objs, err := h.Bus.Lookup(ctx, object)
 	if err != nil {
 		return errorReply(req.ID, callError(err))
@@ -326,7 +338,7 @@ func (h *RPCHandler) list(ctx context.Context, req rpcRequest) reply {
 	}
 	var b bytes.Buffer
 	if !verbose {
-		objs, err := h.Bus.Lookup(ctx, "")
+		objs, err := h.objects(ctx, "")
 		if err != nil {
 			return errorReply(req.ID, callError(err))
 		}
@@ -341,7 +353,7 @@ func (h *RPCHandler) list(ctx context.Context, req rpcRequest) reply {
 	b.WriteByte('{')
 	first := true
 	for _, pat := range patterns {
-		objs, err := h.Bus.Lookup(ctx, pat)
+		objs, err := h.objects(ctx, pat)
 		if err != nil {
 			return errorReply(req.ID, callError(err))
 		}

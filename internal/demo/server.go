@@ -42,8 +42,9 @@ type Config struct {
 	// App is the LuCI app's file tree: htdocs/luci-static/resources/...,
 	// root/usr/share/luci/menu.d/*.json, root/usr/share/rpcd/acl.d/*.json.
 	App fs.FS
-	// SessionID is the id of the session the stand-in page uses; it is
-	// granted write access to every acl.d group. Empty: a random one.
+	// SessionID is the id of the session the page of user root uses,
+	// made by a session login at start (every acl.d group, write).
+	// Empty: a random one.
 	SessionID string
 	// Hostname is shown in the page header.
 	Hostname string
@@ -55,6 +56,7 @@ type Server struct {
 	menu     []MenuEntry
 	acl      ACL
 	sessions *Sessions
+	users    map[string]User
 	sid      string
 	page     *template.Template
 	mux      *http.ServeMux
@@ -69,10 +71,20 @@ const (
 	scriptURL = "/cgi-bin/luci"
 )
 
+// Demo logins (session login, and the page's ?user=): root may read and
+// write every acl.d group, viewer only read them; both have the empty
+// password, as a fresh OpenWrt root has.
+const (
+	UserRoot   = "root"
+	UserViewer = "viewer"
+)
+
 // NewServer reads the app's menu.d and acl.d files, checks that they agree
 // (every view exists, every ACL group a menu entry depends on is defined)
-// and returns a server with two sessions: cfg.SessionID holding every group
-// at write level, and DefaultSID holding every group at read level.
+// and returns a server whose /ubus answers as uhttpd-mod-ubus with rpcd:
+// the anonymous session DefaultSID holds no acl.d group (it may only call
+// session login and access and luci getFeatures), root's session
+// cfg.SessionID is made by a session login.
 func NewServer(cfg Config) (*Server, error) {
 	if cfg.Bus == nil || cfg.App == nil {
 		return nil, errors.New("demo: Bus and App are required")
@@ -93,8 +105,11 @@ func NewServer(cfg Config) (*Server, error) {
 	for _, g := range s.acl.Groups() {
 		write[g], read[g] = AccessWrite, AccessRead
 	}
-	s.sessions.Put(s.sid, Session{Grants: write})
-	s.sessions.Put(DefaultSID, Session{Grants: read})
+	s.users = map[string]User{UserRoot: {Grants: write}, UserViewer: {Grants: read}}
+	s.sessions.Put(DefaultSID, Session{Grants: map[string]Access{}})
+	if _, err := s.sessions.Login(s.users, UserRoot, "", s.sid); err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
 
 	t, err := template.ParseFS(assets, "assets/page.html")
 	if err != nil {
@@ -111,7 +126,7 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("demo: app resources: %w", err)
 	}
 	s.mux = http.NewServeMux()
-	rpc := &RPCHandler{Bus: cfg.Bus, ACL: s.acl, Sessions: s.sessions}
+	rpc := &RPCHandler{Bus: cfg.Bus, ACL: s.acl, Sessions: s.sessions, Users: s.users}
 	s.mux.Handle("/ubus", rpc)
 	s.mux.Handle("/ubus/", rpc)
 	s.mux.Handle("/luci-static/standin/", http.StripPrefix("/luci-static/standin/", noDirs(http.FileServerFS(static))))
@@ -245,19 +260,35 @@ func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	sess, _ := s.sessions.Get(s.sid)
+	// The page's session, as LuCI's dispatcher makes it: a session login
+	// for the user (root's is made once, at start; ?user=viewer logs the
+	// read-only demo user in).
+	sid := s.sid
+	if u := r.URL.Query().Get("user"); u != "" && u != UserRoot {
+		var err error
+		if sid, err = s.sessions.Login(s.users, u, "", ""); err != nil || sid == "" {
+			http.Error(w, "Forbidden", http.StatusForbidden)
+			return
+		}
+	}
+	sess, _ := s.sessions.Get(sid)
+	readonly := false
 	for _, g := range entry.ACL {
 		if !sess.Holds(g) {
 			http.Error(w, "Forbidden", http.StatusForbidden)
 			return
 		}
+		readonly = readonly || sess.Grants[g] < AccessWrite
 	}
 	data := pageData{Title: entry.Title, Hostname: s.cfg.Hostname}
 	for _, m := range s.menu {
 		data.Menu = append(data.Menu, menuLink{URL: scriptURL + "/" + m.Path, Title: m.Title, Active: m.Path == p})
 	}
 	data.Env = map[string]any{
-		"sessionid":    s.sid,
+		"sessionid":    sid,
+		// LuCI's nodespec of the view: its ACL dependencies are met, and
+		// readonly when the session holds one of them only for reading.
+		"nodespec": map[string]any{"satisfied": true, "readonly": readonly},
 		"base_url":     resourceURL,
 		"resource":     resourceURL,
 		"scriptname":   scriptURL,
