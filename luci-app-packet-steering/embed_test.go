@@ -59,12 +59,16 @@ func TestViewRequires(t *testing.T) {
 	if strings.Join(head, " ") != strings.Join(want, " ") {
 		t.Errorf("view header %q, want %q", head, want)
 	}
+	// A read-only session must not be offered the page's own controls.
+	if !strings.Contains(src, "L.hasViewPermission()") {
+		t.Error("view does not ask L.hasViewPermission()")
+	}
 	if !strings.Contains(src, "return view.extend({") {
 		t.Error("view does not return view.extend({...})")
 	}
 	// APIs a LuCI view must not assume from the stand-in: anything on L that
 	// the stand-in does not mirror, and browser-only shortcuts around LuCI.
-	for _, bad := range []string{"L.dom", "L.ui", "L.Poll", "fetch(", "XMLHttpRequest", "innerHTML", "addTimeLimitedNotification"} {
+	for _, bad := range []string{"L.dom", "L.ui", "L.Poll", "fetch(", "XMLHttpRequest", "innerHTML"} {
 		if strings.Contains(src, bad) {
 			t.Errorf("view uses %q", bad)
 		}

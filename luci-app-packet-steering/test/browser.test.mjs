@@ -235,6 +235,12 @@ test('legacy + Save & Apply rewrites rps_cpus and the page follows', { timeout: 
 	assert.equal(await page.textContent('#ps-sync'), 'In sync');
 	const conf = fs.readFileSync(path.join(dir, 'root', 'etc', 'config', 'packet_steering'), 'utf8');
 	assert.match(conf, /option mode '?legacy'?/, 'the mode was saved');
+	// The page's own Save & Apply replaces LuCI's footer (whose "Apply
+	// unchecked" choice would mean nothing for set_mode); the success
+	// notice is time-limited and goes away by itself.
+	assert.equal(await page.$$eval('.cbi-page-actions button', (n) => n.length), 0, 'no footer buttons');
+	assert.ok(await page.isVisible('#maincontent > .alert-message.time-limited'), 'success notice shown');
+	await page.waitForFunction(() => !document.querySelector('#maincontent > .alert-message.time-limited'), null, { timeout: 10000 });
 	await dismissNotifications();
 });
 
@@ -289,10 +295,11 @@ test('a knob changed behind the daemon\'s back is marked, and re-apply fixes it'
 	await page.getByRole('button', { name: 'Save & Apply' }).click();
 	await page.waitForFunction(() => document.querySelector('#ps-mode')?.textContent === 'auto', null, { timeout: 20000 });
 	await dismissNotifications();
+	const sid = await page.evaluate(() => L.env.sessionid);
 	const reply = await (await fetch(url + 'ubus', {
 		method: 'POST',
 		body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'call',
-			params: [ '00000000000000000000000000000000', 'packet_steering', 'get_queues', { device: 'eth0' } ] })
+			params: [ sid, 'packet_steering', 'get_queues', { device: 'eth0' } ] })
 	})).json();
 	const tx0 = reply.result[1].devices[0].tx.find((t) => t.queue === 'tx-0');
 	assert.ok(tx0 && tx0.want_xps_cpus, `auto plans XPS of eth0 tx-0: ${JSON.stringify(tx0)}`);
@@ -379,6 +386,42 @@ test('a 48-CPU machine: 48 columns, masks with comma groups', { timeout: 90000 }
 	finally {
 		await p48.close();
 		await stopDemo(proc);
+	}
+	assert.deepEqual(consoleErrors, [], 'no console errors');
+});
+
+test('a read-only login sees the page but cannot change anything, and is told why', { timeout: 60000 }, async () => {
+	const pr = await context.newPage();
+	pr.on('console', (msg) => { if (msg.type() === 'error') consoleErrors.push(msg.text()); });
+	pr.on('pageerror', (err) => consoleErrors.push(`pageerror: ${err.message}`));
+	const before = snapshotKnobs();
+	try {
+		// The demo's read-only user (rpcd ACL: luci-app-packet-steering read).
+		const res = await pr.goto(url + 'cgi-bin/luci/admin/network/packet_steering?user=viewer');
+		assert.equal(res.status(), 200);
+		await pr.waitForSelector('#ps-mode', { timeout: 20000 });
+		assert.ok(await pr.isVisible('#ps-readonly'), 'the page says it is read-only');
+		assert.match(await pr.textContent('#ps-readonly'), /Read-only: .*read access only/);
+		for (const sel of [ '#ps-mode-select', '#ps-flows', '#ps-save', '#ps-reset', '#ps-apply-now' ])
+			assert.ok(await pr.isDisabled(sel), `${sel} is disabled`);
+		assert.equal(await pr.$$eval('.cbi-page-actions button:not([disabled])', (n) => n.length), 0, 'no enabled footer button');
+		// It still reads: the map and the status are there.
+		assert.ok((await pr.$$('[data-device="eth0"] .ps-colhead')).length === 4, 'map shown');
+		// Clicking does nothing, and the session itself may not write.
+		await pr.click('#ps-save', { force: true }).catch(() => {});
+		await pr.click('#ps-apply-now', { force: true }).catch(() => {});
+		const denied = await pr.evaluate(async () => {
+			const r = await fetch(L.env.ubuspath.replace(/\/$/, ''), { method: 'POST', body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'call',
+				params: [ L.env.sessionid, 'packet_steering', 'set_mode', { mode: 'off' } ] }) });
+			return r.json();
+		});
+		assert.equal(denied.error && denied.error.code, -32002, `set_mode as the read-only session: ${JSON.stringify(denied)}`);
+		await pr.waitForTimeout(500);
+		assert.deepEqual(snapshotKnobs(), before, 'no knob and no config file changed');
+		assert.equal(await pr.$$eval('#maincontent > .alert-message', (n) => n.length), 0, 'no notification');
+	}
+	finally {
+		await pr.close();
 	}
 	assert.deepEqual(consoleErrors, [], 'no console errors');
 });

@@ -7,7 +7,8 @@
  * inside real LuCI:
  *
  *   - class loading by 'require' directives at the top of a view file
- *     (built in: baseclass, view, rpc, ui, poll), L.require(), L.env
+ *     (built in: baseclass, view, rpc, ui, poll), L.require(), L.env,
+ *     L.hasViewPermission() (from L.env.nodespec, as luci.js)
  *   - Class.extend(), Class.isSubclass(), view.extend() with load(),
  *     render(), handleSaveApply(), handleSave(), handleReset(), addFooter()
  *   - E() (dom.create: attributes, event handlers, children; a string
@@ -16,7 +17,8 @@
  *   - rpc.declare() (params, expect, filter, reject) as JSON-RPC 2.0 POST
  *     to L.env.ubuspath, the uhttpd-mod-ubus protocol
  *   - poll.add(), poll.remove(), poll.start(), poll.stop(), poll.active()
- *   - ui.addNotification(), ui.createHandlerFn()
+ *   - ui.addNotification(), ui.addTimeLimitedNotification(),
+ *     ui.createHandlerFn()
  *
  * Anything else is missing on purpose: a view that needs more fails here
  * with an error instead of silently depending on the stand-in.
@@ -264,6 +266,16 @@
 			mc.insertBefore(msg, mc.firstElementChild);
 			return msg;
 		},
+		/* As ui.js: a notification that fades out after timeout ms. */
+		addTimeLimitedNotification: function(title, children, timeout /*, ... */) {
+			var msg = ui.addNotification.apply(ui, [ title, children ].concat(Array.prototype.slice.call(arguments, 3)));
+			msg.classList.add('time-limited');
+			window.setTimeout(function() {
+				if (msg.parentNode)
+					msg.parentNode.removeChild(msg);
+			}, (timeout > 0) ? timeout : 5000);
+			return msg;
+		},
 		createHandlerFn: function(ctx, fn /*, ... */) {
 			if (typeof(fn) == 'string')
 				fn = ctx[fn];
@@ -431,6 +443,14 @@
 
 	var L = {
 		env: env,
+		/* luci.js: null when the view's ACL state is unknown, else
+		 * whether the session may write what the view depends on. */
+		hasViewPermission: function() {
+			var ns = env.nodespec;
+			if (ns == null || typeof(ns) != 'object' || !ns.satisfied)
+				return null;
+			return !ns.readonly;
+		},
 		Class: Class,
 		dom: dom,
 		raise: raise,

@@ -291,6 +291,10 @@ return view.extend({
 	render: function(data) {
 		var self = this;
 
+		/* A session that may read but not write packet_steering (rpcd ACL
+		 * read only): LuCI marks the view read-only; the page's own
+		 * controls are disabled too, and the page says why. */
+		this.readonly = (L.hasViewPermission() === false);
 		this.status = data[0];
 		this.devices = data[1] || [];
 		this.lastResult = null;
@@ -337,6 +341,25 @@ return view.extend({
 				])
 			]),
 			E('div', { 'class': 'cbi-value' }, [
+				E('span', { 'class': 'cbi-value-title' }, [ _('Change') ]),
+				E('div', { 'class': 'cbi-value-field' }, [
+					E('button', {
+						'class': 'cbi-button cbi-button-apply',
+						'id': 'ps-save',
+						'click': ui.createHandlerFn(this, 'handleSetMode')
+					}, [ _('Save & Apply') ]),
+					' ',
+					E('button', {
+						'class': 'cbi-button cbi-button-reset',
+						'id': 'ps-reset',
+						'click': ui.createHandlerFn(this, 'handleResetForm')
+					}, [ _('Reset') ]),
+					E('div', { 'class': 'cbi-value-description' }, [
+						_('Saves the mode and flows to /etc/config/packet_steering and applies them at once (set_mode). The change is applied by packet-steering, not by LuCI\'s configuration rollback.')
+					])
+				])
+			]),
+			E('div', { 'class': 'cbi-value' }, [
 				E('span', { 'class': 'cbi-value-title' }, [ _('Apply now') ]),
 				E('div', { 'class': 'cbi-value-field' }, [
 					E('button', {
@@ -345,11 +368,19 @@ return view.extend({
 						'click': ui.createHandlerFn(this, 'handleApplyNow')
 					}, [ _('Re-apply the configured plan') ]),
 					E('div', { 'class': 'cbi-value-description' }, [
-						_('Writes what differs from the plan without changing the mode. Save & Apply below changes the mode and saves it.')
+						_('Writes what differs from the plan without changing the mode.')
 					])
 				])
 			])
 		]);
+		if (this.readonly) {
+			settings.insertBefore(E('div', { 'class': 'alert-message notice', 'id': 'ps-readonly' }, [
+				_('Read-only: your login may view packet steering but not change it (its access list grants luci-app-packet-steering read access only). The mode, flows and buttons are disabled.')
+			]), settings.firstElementChild.nextSibling);
+			settings.querySelectorAll('select, input, button').forEach(function(n) {
+				n.disabled = true;
+			});
+		}
 
 		this.resetForm();
 		this.updateAll();
@@ -777,16 +808,25 @@ return view.extend({
 	showResult: function(res) {
 		this.lastResult = res || {};
 		var failed = (this.lastResult.failed || []).length;
-		ui.addNotification(null, E('p', {}, [
+		var msg = E('p', {}, [
 			_('%s: %d changed, %d failed.').format(
 				this.lastResult.mode ? _('Mode %s applied').format(this.lastResult.mode) : _('Plan applied'),
 				(this.lastResult.changed || []).length, failed)
-		]), failed ? 'warning' : 'info');
+		]);
+		/* Successes fade out so they do not pile up; failures stay. */
+		if (failed)
+			ui.addNotification(null, msg, 'warning');
+		else if (typeof(ui.addTimeLimitedNotification) == 'function')
+			ui.addTimeLimitedNotification(null, msg, 5000, 'info');
+		else
+			ui.addNotification(null, msg, 'info');
 		return this.refresh();
 	},
 
 	handleApplyNow: function(ev) {
 		var self = this;
+		if (this.readonly)
+			return Promise.resolve();
 		return callApply(_('LuCI: apply now')).then(function(res) {
 			return self.showResult(res);
 		}).catch(function(err) {
@@ -794,8 +834,18 @@ return view.extend({
 		});
 	},
 
-	handleSaveApply: function(ev, mode) {
+	/* The page's own Save & Apply (set_mode). LuCI's footer (Save & Apply
+	 * with its "Apply unchecked" choice, Save, Reset) is left out: it
+	 * applies UCI changes with LuCI's rollback check, which set_mode does
+	 * not go through, so its choices would mean nothing here. */
+	handleSaveApply: null,
+	handleSave: null,
+	handleReset: null,
+
+	handleSetMode: function(ev) {
 		var self = this;
+		if (this.readonly)
+			return Promise.resolve();
 		var m = this.modeSelect.value;
 		var text = this.flowsInput.value.trim();
 		var flows;
@@ -821,9 +871,7 @@ return view.extend({
 		});
 	},
 
-	handleSave: null,
-
-	handleReset: function(ev) {
+	handleResetForm: function(ev) {
 		this.resetForm();
 	}
 });
