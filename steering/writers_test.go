@@ -1,6 +1,7 @@
 package steering
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -147,4 +148,40 @@ func equalInts(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// TestResultDevicesThroughThreadsAndIRQs: an apply whose only changes are
+// NAPI thread and IRQ moves names their device (the applied event's
+// devices come from Result.Devices).
+func TestResultDevicesThroughThreadsAndIRQs(t *testing.T) {
+	root := presetRoot(t, "ipq807x", nil)
+	snap, err := platform.Read(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPlan(snap, PlanRequest{Mode: ModeAuto})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var moves []Action
+	for _, a := range p.Actions {
+		if (a.Kind == KindNAPIAffinity || a.Kind == KindIRQAffinity) && !a.Holds() {
+			moves = append(moves, a)
+		}
+	}
+	if len(moves) == 0 {
+		t.Fatal("the ipq807x plan moves no thread or IRQ")
+	}
+	res := ApplyPlan(context.Background(), NewFSWriter(root), snap, moves, false)
+	if len(res.Changed) != len(moves) || len(res.Failed) != 0 {
+		t.Fatalf("changed %d of %d, failed %v", len(res.Changed), len(moves), res.Failed)
+	}
+	for _, a := range res.Changed {
+		if a.Device != "" {
+			t.Fatalf("a thread or IRQ action with a device %q: the test needs none", a.Device)
+		}
+	}
+	if strings.Join(res.Devices, ",") != "eth0" {
+		t.Errorf("Devices = %v, want [eth0]", res.Devices)
+	}
 }

@@ -127,8 +127,17 @@ exec "$@"
 EOF
 chmod +x "$bin"/*
 
+# Shell functions for the stand-ins that busybox ash would otherwise take
+# from its own applets (logger, timeout: a busybox built as a standalone
+# shell prefers applets to PATH); functions come first in every shell.
+cat >"$tmp/standins.sh" <<EOF
+logger() { "$bin/logger" "\$@"; }
+timeout() { "$bin/timeout" "\$@"; }
+EOF
+
 # rc.common stand-in: sh rc.common SCRIPT ACTION, as the #! line runs it.
 cat >"$tmp/rc.common" <<'EOF'
+. "$STANDINS"
 initscript="$1"
 action="$2"
 shift 2
@@ -209,7 +218,7 @@ run() {
 	sh_="$1"
 	shift
 	# shellcheck disable=SC2086 # $sh_ may be two words: busybox ash
-	env PATH="$bin:$PATH" IPKG_INSTROOT="$root" CALLS="$sb/calls" UCI_DB="$sb/uci.db" \
+	env PATH="$bin:$PATH" IPKG_INSTROOT="$root" CALLS="$sb/calls" UCI_DB="$sb/uci.db" STANDINS="$tmp/standins.sh" \
 		$sh_ "$@"
 }
 
@@ -267,50 +276,50 @@ for shell in $shells; do
 	# --- hotplug.d/net ---------------------------------------------------
 	# hotplug-call sources each script in a subshell: ( . "$script" ).
 	new_sandbox
-	FAKE_UBUS_UP=1 ACTION=add DEVICENAME=eth0 run "$SH" -c '( . "$1" )' sh "$hotplug"
+	FAKE_UBUS_UP=1 ACTION=add DEVICENAME=eth0 run "$SH" -c '. "$STANDINS"; ( . "$1" )' sh "$hotplug"
 	expect "$t hotplug add, daemon up: ubus call with device and reason" \
 		'^ubus -t 2 call packet_steering apply \{"device":"eth0","reason":"hotplug"\}$'
 	expect_not "$t hotplug add, daemon up: no one-shot" '^packet-steering'
 
 	new_sandbox
-	FAKE_UBUS_UP=1 ACTION=add INTERFACE=lan1.10 run "$SH" -c '( . "$1" )' sh "$hotplug"
+	FAKE_UBUS_UP=1 ACTION=add INTERFACE=lan1.10 run "$SH" -c '. "$STANDINS"; ( . "$1" )' sh "$hotplug"
 	expect "$t hotplug add: INTERFACE when DEVICENAME is unset" \
 		'"device":"lan1\.10"'
 
 	new_sandbox
-	FAKE_UBUS_UP=0 ACTION=add DEVICENAME=wan run "$SH" -c '( . "$1" )' sh "$hotplug"
+	FAKE_UBUS_UP=0 ACTION=add DEVICENAME=wan run "$SH" -c '. "$STANDINS"; ( . "$1" )' sh "$hotplug"
 	expect_not "$t hotplug add, daemon down: no ubus call" '^ubus .*call'
 	if wait_for '^packet-steering done'; then ok "$t hotplug add, daemon down: one-shot ran"; else nok "$t hotplug add, daemon down: one-shot ran" "$(cat "$sb/calls")"; fi
 	expect "$t hotplug add, daemon down: one-shot bounded by timeout" \
 		'^timeout [0-9]+ packet-steering apply --reason hotplug$'
 
 	new_sandbox
-	FAKE_UBUS_UP=1 FAKE_UBUS_CALL_RC=7 ACTION=add DEVICENAME=eth1 run "$SH" -c '( . "$1" )' sh "$hotplug"
+	FAKE_UBUS_UP=1 FAKE_UBUS_CALL_RC=7 ACTION=add DEVICENAME=eth1 run "$SH" -c '. "$STANDINS"; ( . "$1" )' sh "$hotplug"
 	wait_for '^packet-steering done' >/dev/null
 	expect "$t hotplug add, ubus call fails: one-shot instead" '^packet-steering apply --reason hotplug$'
 
 	new_sandbox
-	FAKE_UBUS_UP=1 ACTION=remove DEVICENAME=eth0 run "$SH" -c '( . "$1" )' sh "$hotplug"
+	FAKE_UBUS_UP=1 ACTION=remove DEVICENAME=eth0 run "$SH" -c '. "$STANDINS"; ( . "$1" )' sh "$hotplug"
 	sleep 0.2
 	expect_none "$t hotplug remove: nothing"
 
 	# shellcheck disable=SC1003 # 'eth0\' is a name ending in a backslash
 	for bad in 'eth0"x' 'a b' 'x;reboot' '$(id)' 'eth0\' 'averyveryverylong0' '' 'é0' 'x}'; do
 		new_sandbox
-		FAKE_UBUS_UP=1 ACTION=add DEVICENAME="$bad" INTERFACE='' run "$SH" -c '( . "$1" )' sh "$hotplug"
-		FAKE_UBUS_UP=0 ACTION=add DEVICENAME="$bad" INTERFACE='' run "$SH" -c '( . "$1" )' sh "$hotplug"
+		FAKE_UBUS_UP=1 ACTION=add DEVICENAME="$bad" INTERFACE='' run "$SH" -c '. "$STANDINS"; ( . "$1" )' sh "$hotplug"
+		FAKE_UBUS_UP=0 ACTION=add DEVICENAME="$bad" INTERFACE='' run "$SH" -c '. "$STANDINS"; ( . "$1" )' sh "$hotplug"
 		sleep 0.1
 		expect_none "$t hotplug bad device name '$bad': nothing"
 	done
 
 	new_sandbox ours-off
-	FAKE_UBUS_UP=0 ACTION=add DEVICENAME=eth0 run "$SH" -c '( . "$1" )' sh "$hotplug"
+	FAKE_UBUS_UP=0 ACTION=add DEVICENAME=eth0 run "$SH" -c '. "$STANDINS"; ( . "$1" )' sh "$hotplug"
 	sleep 0.3
 	expect_none "$t hotplug with packet-steering disabled: nothing"
 
 	new_sandbox
 	start=$(date +%s)
-	FAKE_UBUS_UP=0 FAKE_PS_SLEEP=3 ACTION=add DEVICENAME=eth0 run "$SH" -c '( . "$1" )' sh "$hotplug"
+	FAKE_UBUS_UP=0 FAKE_PS_SLEEP=3 ACTION=add DEVICENAME=eth0 run "$SH" -c '. "$STANDINS"; ( . "$1" )' sh "$hotplug"
 	took=$(($(date +%s) - start))
 	if [ "$took" -le 1 ]; then ok "$t hotplug never blocks (returned in ${took}s while the one-shot takes 3s)"; else nok "$t hotplug never blocks" "took ${took}s"; fi
 	wait_for '^packet-steering done' 6 >/dev/null
@@ -319,7 +328,7 @@ for shell in $shells; do
 	# one more waits, the rest add nothing; the last event is covered.
 	new_sandbox
 	for d in eth0 eth1 eth2 eth3 eth4 eth5; do
-		FAKE_UBUS_UP=0 FAKE_PS_SLEEP=1 ACTION=add DEVICENAME=$d run "$SH" -c '( . "$1" )' sh "$hotplug"
+		FAKE_UBUS_UP=0 FAKE_PS_SLEEP=1 ACTION=add DEVICENAME=$d run "$SH" -c '. "$STANDINS"; ( . "$1" )' sh "$hotplug"
 	done
 	sleep 3
 	n=$(count '^packet-steering apply')
@@ -472,6 +481,23 @@ for shell in $shells; do
 		fi
 		expect_record "$t init start on $tgt: stock state noted" "packet_steering enabled"
 	done
+
+	# Deferred writers are left as they are: rockchip's hotplug script
+	# (not removed, not changed) and irqbalance (its service and config).
+	new_sandbox target=rockchip/armv8
+	mkdir -p "$root/etc/hotplug.d/net"
+	printf '#!/bin/sh\n# stand-in\n' >"$root/etc/hotplug.d/net/40-net-smp-affinity"
+	cp "$root/etc/hotplug.d/net/40-net-smp-affinity" "$sb/40.orig"
+	printf '%s\n' "$stock_stub" | sed 's/stock /irqbalance /; s/S25packet_steering/S90irqbalance/; s#init.d/packet_steering#init.d/irqbalance#' >"$root/etc/init.d/irqbalance"
+	chmod +x "$root/etc/init.d/irqbalance"
+	ln -s ../init.d/irqbalance "$root/etc/rc.d/S90irqbalance"
+	echo "irqbalance.irqbalance.enabled=1" >>"$sb/uci.db"
+	run "$SH" "$tmp/rc.common" "$init" start
+	FAKE_UBUS_UP=1 run "$SH" "$tmp/rc.common" "$init" reload
+	if cmp -s "$sb/40.orig" "$root/etc/hotplug.d/net/40-net-smp-affinity"; then ok "$t rockchip 40-net-smp-affinity left as it is"; else nok "$t rockchip 40-net-smp-affinity left as it is"; fi
+	expect_not "$t irqbalance service left alone" '^irqbalance '
+	expect_not "$t irqbalance config left alone" '^uci .*irqbalance'
+	if [ -e "$root/etc/rc.d/S90irqbalance" ]; then ok "$t irqbalance stays enabled"; else nok "$t irqbalance stays enabled"; fi
 
 	# The note keeps the state from before the first takeover.
 	new_sandbox stock-off smp target=qualcommax/ipq807x
