@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
 	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 	"github.com/packet-steering/packet-steering/steering"
@@ -263,9 +263,6 @@ func waitEventFor(t *testing.T, ch <-chan map[string]any, d time.Duration, state
 // s); the process uses no measurable CPU. PS_ADAPTIVE_IDLE_SECONDS sets
 // the window (default 5; the README's figure is from 60).
 func TestDaemonAdaptiveIdleCost(t *testing.T) {
-	if os.Getenv("PS_DAEMON_CHILD") == "1" {
-		return
-	}
 	secs := 5
 	if n, err := strconv.Atoi(os.Getenv("PS_ADAPTIVE_IDLE_SECONDS")); err == nil && n > 0 {
 		secs = n
@@ -280,8 +277,10 @@ func TestDaemonAdaptiveIdleCost(t *testing.T) {
 		}
 	}
 	_, sock := ubustest.Start(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestDaemonChildProcess$")
-	cmd.Env = append(os.Environ(), "PS_DAEMON_CHILD=1", "PS_DAEMON_ARGS=daemon\x1f--socket\x1f"+sock+"\x1f--root\x1f"+root)
+	cmd, err := testenv.HelperCommand("daemon", "PS_DAEMON_ARGS=daemon\x1f--socket\x1f"+sock+"\x1f--root\x1f"+root)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
