@@ -217,7 +217,7 @@ func runFlows(ctx context.Context, clientNS, clientDev string, queues []int, rat
 				errs[i] = fmt.Errorf("iperf3 port %s: %v: %s %s", p, err, firstLine(se.String()), firstLine(so.String()))
 				return
 			}
-			m, _, err := ParseIperf(so.Bytes())
+			m, _, err := parseIperf(so.Bytes())
 			if err != nil {
 				errs[i] = fmt.Errorf("iperf3 port %s: %w", p, err)
 				return
