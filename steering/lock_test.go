@@ -28,6 +28,7 @@ func TestMain(m *testing.M) {
 		"lock":       func() int { return testenv.Exit(lockHelper()) },
 		"apply":      func() int { return testenv.Exit(applyHelper()) },
 		"uci-writer": func() int { return testenv.Exit(uciWriterHelper()) },
+		"slow-apply": func() int { return testenv.Exit(slowApplyHelper()) },
 	})
 }
 

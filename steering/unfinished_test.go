@@ -2,13 +2,14 @@ package steering
 
 import (
 	"context"
+	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 )
 
@@ -33,18 +34,15 @@ func (w slowWriter) SetThreadAffinity(pid int, comm, cpus string) error {
 // during its apply; its value is the root.
 const killHelperEnv = "STEERING_KILL_HELPER_ROOT"
 
-// TestSlowApplyHelperProcess is not a test: it is the process of
-// TestKillDuringApply that applies slowly until it is killed.
-func TestSlowApplyHelperProcess(t *testing.T) {
+// slowApplyHelper is the process of TestKillDuringApply that applies
+// slowly until it is killed (see TestMain).
+func slowApplyHelper() error {
 	root := os.Getenv(killHelperEnv)
-	if root == "" {
-		t.Skip("helper process only")
-	}
 	e := NewEngine(root, WithWriter(slowWriter{FSWriter: NewFSWriter(root), pause: 40 * time.Millisecond}))
 	if _, err := e.Apply(context.Background(), ApplyRequest{Reason: "slow"}); err != nil {
-		t.Fatal(err)
+		return err
 	}
-	t.Fatal("the slow apply finished: it should have been killed")
+	return errors.New("the slow apply finished: it should have been killed")
 }
 
 // TestKillDuringApply: an apply SIGKILLed after some of its writes leaves
@@ -54,10 +52,6 @@ func TestSlowApplyHelperProcess(t *testing.T) {
 func TestKillDuringApply(t *testing.T) {
 	root := fixturetest.Root(t, "demo", nil)
 	marker := filepath.Join(root, "var/run", ApplyMarkerFile)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	first, err := NewEngine(root).Apply(context.Background(), ApplyRequest{Reason: "count", DryRun: true})
 	if err != nil {
 		t.Fatal(err)
@@ -66,8 +60,10 @@ func TestKillDuringApply(t *testing.T) {
 	if total < 4 {
 		t.Fatalf("the fixture needs %d writes: too few to kill an apply midway", total)
 	}
-	helper := exec.Command(exe, "-test.run", "^TestSlowApplyHelperProcess$", "-test.count=1")
-	helper.Env = append(os.Environ(), killHelperEnv+"="+root)
+	helper, err := testenv.HelperCommand("slow-apply", killHelperEnv+"="+root)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := helper.Start(); err != nil {
 		t.Fatal(err)
 	}

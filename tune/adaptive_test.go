@@ -18,7 +18,7 @@ func TestMachineAdaptiveCandidate(t *testing.T) {
 	root := fixturetest.Root(t, "ipq807x", nil)
 	before := digest(t, root)
 	eng := steering.NewEngine(root)
-	st := NewMachine(eng, steering.NewFSWriter(root))
+	st := newMachine(eng, steering.NewFSWriter(root))
 	st.Adaptive = steering.NewEngine(root, steering.WithLockDir(t.TempDir()))
 	cfg := steering.DefaultAdaptiveConfig()
 	cfg.Interval, cfg.MaxIdleInterval = 10*time.Millisecond, 40*time.Millisecond

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/packet-steering/packet-steering/internal/netnstest"
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"github.com/packet-steering/packet-steering/platform"
 	"github.com/packet-steering/packet-steering/steering"
 )
@@ -80,9 +81,7 @@ func TestAdaptiveTestbedShort(t *testing.T) {
 		adaptiveBedRouter(t, true)
 		return
 	}
-	if testing.Short() {
-		t.Skip("kernel test bed skipped with -short")
-	}
+	testenv.Short(t, "kernel test bed")
 	adaptiveBed(t)
 }
 
@@ -217,7 +216,7 @@ func runFlows(ctx context.Context, clientNS, clientDev string, queues []int, rat
 				errs[i] = fmt.Errorf("iperf3 port %s: %v: %s %s", p, err, firstLine(se.String()), firstLine(so.String()))
 				return
 			}
-			m, _, err := ParseIperf(so.Bytes())
+			m, _, err := parseIperf(so.Bytes())
 			if err != nil {
 				errs[i] = fmt.Errorf("iperf3 port %s: %w", p, err)
 				return

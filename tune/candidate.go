@@ -9,32 +9,32 @@ import (
 	"github.com/packet-steering/packet-steering/steering"
 )
 
-// Candidate is one configuration to measure: a mode, or (Mode custom) the
+// candidate is one configuration to measure: a mode, or (Mode custom) the
 // auto plan with the RPS mask of some devices overridden, exactly what
 // `config device` sections with rps_cpus do in custom mode.
-type Candidate struct {
-	// Name is the canonical text form, as ParseCandidates reads it:
+type candidate struct {
+	// Name is the canonical text form, as parseCandidates reads it:
 	// "auto", or "eth0:2/br-lan:0".
 	Name string `json:"name"`
 	// Mode is the steering mode the candidate's plan is made with: off,
 	// legacy, all, auto, or custom for RPS overrides on top of auto.
 	Mode steering.Mode `json:"mode"`
 	// RPS holds the per-device masks of a custom candidate.
-	RPS []DeviceMask `json:"rps,omitempty"`
+	RPS []deviceMask `json:"rps,omitempty"`
 }
 
-// DeviceMask is an RPS mask (kernel hex format) for every rx queue of a
+// deviceMask is an RPS mask (kernel hex format) for every rx queue of a
 // device.
-type DeviceMask struct {
+type deviceMask struct {
 	Device string `json:"device"`
 	Mask   string `json:"mask"`
 }
 
-// SweepModes are the modes measured by default, in the order shown: every
+// sweepModes are the modes measured by default, in the order shown: every
 // mode but custom, which candidates with RPS overrides stand for, and
 // adaptive, which is measured only when listed in --candidates (the auto
 // plan with the adaptive loop running through the candidate's runs).
-func SweepModes() []steering.Mode {
+func sweepModes() []steering.Mode {
 	var out []steering.Mode
 	for _, m := range steering.Modes {
 		if m != steering.ModeCustom && m != steering.ModeAdaptive {
@@ -44,26 +44,26 @@ func SweepModes() []steering.Mode {
 	return out
 }
 
-// ModeCandidate is the candidate for a plain mode.
-func ModeCandidate(m steering.Mode) Candidate { return Candidate{Name: string(m), Mode: m} }
+// modeCandidate is the candidate for a plain mode.
+func modeCandidate(m steering.Mode) candidate { return candidate{Name: string(m), Mode: m} }
 
-// CustomCandidate is the candidate that overrides the given devices' masks.
-func CustomCandidate(rps []DeviceMask) Candidate {
+// customCandidate is the candidate that overrides the given devices' masks.
+func customCandidate(rps []deviceMask) candidate {
 	parts := make([]string, len(rps))
 	for i, d := range rps {
 		parts[i] = d.Device + ":" + d.Mask
 	}
-	return Candidate{Name: strings.Join(parts, "/"), Mode: steering.ModeCustom, RPS: rps}
+	return candidate{Name: strings.Join(parts, "/"), Mode: steering.ModeCustom, RPS: rps}
 }
 
-// ParseCandidates reads a candidate list. Candidates are separated by ';'
+// parseCandidates reads a candidate list. Candidates are separated by ';'
 // or whitespace. Each is a mode (off, legacy, all, auto, adaptive) or a custom
 // candidate: DEV:MASK pairs joined by '/', as in "eth0:0/br-lan:2". MASK
 // is a kernel hex mask and may hold commas above 32 CPUs ("1,00000000").
 // The separators are the characters the kernel forbids in device names
 // (':', '/' and whitespace, net/core/dev.c dev_valid_name), so no device
 // name is ambiguous. Duplicates are an error.
-func ParseCandidates(s string) ([]Candidate, error) {
+func parseCandidates(s string) ([]candidate, error) {
 	fields := strings.FieldsFunc(s, func(r rune) bool {
 		return r == ';' || r == ' ' || r == '\t' || r == '\n'
 	})
@@ -71,17 +71,17 @@ func ParseCandidates(s string) ([]Candidate, error) {
 		return nil, fmt.Errorf("candidate list %q is empty", s)
 	}
 	seen := map[string]bool{}
-	var out []Candidate
+	var out []candidate
 	for _, f := range fields {
-		var c Candidate
+		var c candidate
 		if !strings.Contains(f, ":") {
 			m, err := steering.ParseMode(f)
 			if err != nil || m == steering.ModeCustom {
 				return nil, fmt.Errorf("candidate %q: not a mode (off, legacy, all, auto, adaptive) nor DEV:MASK", f)
 			}
-			c = ModeCandidate(m)
+			c = modeCandidate(m)
 		} else {
-			var rps []DeviceMask
+			var rps []deviceMask
 			devs := map[string]bool{}
 			for _, p := range strings.Split(f, "/") {
 				dev, mask, ok := strings.Cut(p, ":")
@@ -98,9 +98,9 @@ func ParseCandidates(s string) ([]Candidate, error) {
 					return nil, fmt.Errorf("candidate %q: device %s given twice", f, dev)
 				}
 				devs[dev] = true
-				rps = append(rps, DeviceMask{Device: dev, Mask: mask})
+				rps = append(rps, deviceMask{Device: dev, Mask: mask})
 			}
-			c = CustomCandidate(rps)
+			c = customCandidate(rps)
 		}
 		if seen[c.Name] {
 			return nil, fmt.Errorf("candidate %q given twice", c.Name)
@@ -111,8 +111,8 @@ func ParseCandidates(s string) ([]Candidate, error) {
 	return out, nil
 }
 
-// Layout is what candidate generation needs to know about the machine.
-type Layout struct {
+// layout is what candidate generation needs to know about the machine.
+type layout struct {
 	// CPUs are the online CPU numbers.
 	CPUs []int
 	// Devices are the devices whose RPS masks the variants vary, in order.
@@ -126,7 +126,7 @@ type Layout struct {
 // bcm53xx commit fcbd39689ebf (docs/platforms.md): 0 (RPS off), each single CPU, and all
 // CPUs but those its receive interrupt or NAPI thread is pinned to (when
 // known and not already listed).
-func (l Layout) Variants(dev string) []string {
+func (l layout) Variants(dev string) []string {
 	out := []string{"0"}
 	seen := map[string]bool{"0": true}
 	add := func(m string) {
@@ -156,17 +156,17 @@ func (l Layout) Variants(dev string) []string {
 	return out
 }
 
-// Generate lists the candidates: the modes first, then RPS mask variants
+// generate lists the candidates: the modes first, then RPS mask variants
 // of the layout's devices, max in all (max <= 0: no cap). When every
 // combination of the devices' variants fits (the bcm53xx commit's full table), all
 // are measured; otherwise each device is varied alone, the others left as
 // auto plans them. It returns how many variants the cap left out.
-func Generate(modes []steering.Mode, l Layout, max int) (cands []Candidate, dropped int) {
+func generate(modes []steering.Mode, l layout, max int) (cands []candidate, dropped int) {
 	for _, m := range modes {
-		cands = append(cands, ModeCandidate(m))
+		cands = append(cands, modeCandidate(m))
 	}
 	room := max - len(cands)
-	var variants [][]DeviceMask
+	var variants [][]deviceMask
 	product := 1
 	for _, d := range l.Devices {
 		product *= len(l.Variants(d))
@@ -175,12 +175,12 @@ func Generate(modes []steering.Mode, l Layout, max int) (cands []Candidate, drop
 		}
 	}
 	if len(l.Devices) > 1 && (max <= 0 || product <= room) {
-		variants = [][]DeviceMask{nil}
+		variants = [][]deviceMask{nil}
 		for _, d := range l.Devices {
-			var next [][]DeviceMask
+			var next [][]deviceMask
 			for _, prefix := range variants {
 				for _, m := range l.Variants(d) {
-					v := append(append([]DeviceMask(nil), prefix...), DeviceMask{Device: d, Mask: m})
+					v := append(append([]deviceMask(nil), prefix...), deviceMask{Device: d, Mask: m})
 					next = append(next, v)
 				}
 			}
@@ -189,7 +189,7 @@ func Generate(modes []steering.Mode, l Layout, max int) (cands []Candidate, drop
 	} else {
 		for _, d := range l.Devices {
 			for _, m := range l.Variants(d) {
-				variants = append(variants, []DeviceMask{{Device: d, Mask: m}})
+				variants = append(variants, []deviceMask{{Device: d, Mask: m}})
 			}
 		}
 	}
@@ -198,7 +198,7 @@ func Generate(modes []steering.Mode, l Layout, max int) (cands []Candidate, drop
 			dropped++
 			continue
 		}
-		cands = append(cands, CustomCandidate(v))
+		cands = append(cands, customCandidate(v))
 	}
 	if max > 0 && len(cands) > max {
 		cands = cands[:max]

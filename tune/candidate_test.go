@@ -8,7 +8,7 @@ import (
 	"github.com/packet-steering/packet-steering/steering"
 )
 
-func names(cs []Candidate) []string {
+func names(cs []candidate) []string {
 	out := make([]string, len(cs))
 	for i, c := range cs {
 		out[i] = c.Name
@@ -19,16 +19,16 @@ func names(cs []Candidate) []string {
 func TestParseCandidates(t *testing.T) {
 	tests := []struct {
 		in      string
-		want    []Candidate
+		want    []candidate
 		wantErr string
 	}{
-		{in: "off;auto", want: []Candidate{{Name: "off", Mode: "off"}, {Name: "auto", Mode: "auto"}}},
-		{in: "auto adaptive", want: []Candidate{{Name: "auto", Mode: "auto"}, {Name: "adaptive", Mode: "adaptive"}}},
-		{in: " legacy  all\n", want: []Candidate{{Name: "legacy", Mode: "legacy"}, {Name: "all", Mode: "all"}}},
-		{in: "eth0:2/br-lan:0", want: []Candidate{{Name: "eth0:2/br-lan:0", Mode: "custom",
-			RPS: []DeviceMask{{"eth0", "2"}, {"br-lan", "0"}}}}},
-		{in: "eth0:1,00000000", want: []Candidate{{Name: "eth0:1,00000000", Mode: "custom",
-			RPS: []DeviceMask{{"eth0", "1,00000000"}}}}},
+		{in: "off;auto", want: []candidate{{Name: "off", Mode: "off"}, {Name: "auto", Mode: "auto"}}},
+		{in: "auto adaptive", want: []candidate{{Name: "auto", Mode: "auto"}, {Name: "adaptive", Mode: "adaptive"}}},
+		{in: " legacy  all\n", want: []candidate{{Name: "legacy", Mode: "legacy"}, {Name: "all", Mode: "all"}}},
+		{in: "eth0:2/br-lan:0", want: []candidate{{Name: "eth0:2/br-lan:0", Mode: "custom",
+			RPS: []deviceMask{{"eth0", "2"}, {"br-lan", "0"}}}}},
+		{in: "eth0:1,00000000", want: []candidate{{Name: "eth0:1,00000000", Mode: "custom",
+			RPS: []deviceMask{{"eth0", "1,00000000"}}}}},
 		{in: "", wantErr: "empty"},
 		{in: "custom", wantErr: "not a mode"},
 		{in: "fast", wantErr: "not a mode"},
@@ -42,7 +42,7 @@ func TestParseCandidates(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			got, err := ParseCandidates(tt.in)
+			got, err := parseCandidates(tt.in)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want it to say %q", err, tt.wantErr)
@@ -60,7 +60,7 @@ func TestParseCandidates(t *testing.T) {
 }
 
 func TestVariants(t *testing.T) {
-	l := Layout{CPUs: []int{0, 1, 2, 3}, RxCPUs: map[string][]int{"eth0": {0}, "all": {0, 1, 2, 3}}}
+	l := layout{CPUs: []int{0, 1, 2, 3}, RxCPUs: map[string][]int{"eth0": {0}, "all": {0, 1, 2, 3}}}
 	tests := []struct {
 		dev  string
 		want []string
@@ -75,18 +75,18 @@ func TestVariants(t *testing.T) {
 		}
 	}
 	// Two CPUs, rx on CPU0: "all but the IRQ's" is CPU1, already listed.
-	l2 := Layout{CPUs: []int{0, 1}, RxCPUs: map[string][]int{"eth0": {0}}}
+	l2 := layout{CPUs: []int{0, 1}, RxCPUs: map[string][]int{"eth0": {0}}}
 	if got := l2.Variants("eth0"); !reflect.DeepEqual(got, []string{"0", "1", "2"}) {
 		t.Errorf("2-CPU variants = %v", got)
 	}
 }
 
 func TestGenerate(t *testing.T) {
-	two := Layout{CPUs: []int{0, 1}, Devices: []string{"eth0", "br-lan"}, RxCPUs: map[string][]int{"eth0": {0}}}
+	two := layout{CPUs: []int{0, 1}, Devices: []string{"eth0", "br-lan"}, RxCPUs: map[string][]int{"eth0": {0}}}
 	tests := []struct {
 		name        string
 		modes       []steering.Mode
-		l           Layout
+		l           layout
 		max         int
 		want        []string
 		wantDropped int
@@ -99,7 +99,7 @@ func TestGenerate(t *testing.T) {
 		},
 		{
 			name:  "modes first, then one device at a time when the product does not fit",
-			modes: SweepModes(), l: two, max: 8,
+			modes: sweepModes(), l: two, max: 8,
 			want:        []string{"off", "legacy", "all", "auto", "eth0:0", "eth0:1", "eth0:2", "br-lan:0"},
 			wantDropped: 2,
 		},
@@ -108,12 +108,12 @@ func TestGenerate(t *testing.T) {
 			want: []string{"auto", "eth0:0/br-lan:0", "eth0:0/br-lan:1", "eth0:0/br-lan:2", "eth0:1/br-lan:0", "eth0:1/br-lan:1",
 				"eth0:1/br-lan:2", "eth0:2/br-lan:0", "eth0:2/br-lan:1", "eth0:2/br-lan:2"},
 		},
-		{name: "no devices", modes: SweepModes(), l: Layout{CPUs: []int{0, 1}}, max: 10, want: []string{"off", "legacy", "all", "auto"}},
-		{name: "cap below the modes", modes: SweepModes(), l: two, max: 2, want: []string{"off", "legacy"}, wantDropped: 6},
+		{name: "no devices", modes: sweepModes(), l: layout{CPUs: []int{0, 1}}, max: 10, want: []string{"off", "legacy", "all", "auto"}},
+		{name: "cap below the modes", modes: sweepModes(), l: two, max: 2, want: []string{"off", "legacy"}, wantDropped: 6},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, dropped := Generate(tt.modes, tt.l, tt.max)
+			got, dropped := generate(tt.modes, tt.l, tt.max)
 			if !reflect.DeepEqual(names(got), tt.want) || dropped != tt.wantDropped {
 				t.Errorf("got %v (dropped %d), want %v (dropped %d)", names(got), dropped, tt.want, tt.wantDropped)
 			}

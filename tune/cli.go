@@ -62,7 +62,7 @@ func DefaultOptions() Options {
 	return Options{
 		Root: "/", Port: 5201, Seconds: 10, Parallel: 1, Iperf3: "iperf3",
 		LoadTime: 10 * time.Second, Runs: 3, Settle: 2 * time.Second, MaxConfigs: 12,
-		Metric: string(MetricThroughput), MaxDuration: 15 * time.Minute,
+		Metric: string(metricThroughput), MaxDuration: 15 * time.Minute,
 	}
 }
 
@@ -91,13 +91,13 @@ func (o *Options) Check() error {
 	case o.MaxDuration <= 0:
 		return usagef("--max-duration must be positive")
 	}
-	switch Metric(o.Metric) {
-	case MetricThroughput:
-	case MetricLoss:
+	switch metric(o.Metric) {
+	case metricThroughput:
+	case metricLoss:
 		if !o.UDP && o.LoadCmd == "" {
 			return usagef("--metric loss needs --udp")
 		}
-	case MetricRetransmits:
+	case metricRetransmits:
 		if o.UDP {
 			return usagef("--metric retransmits needs TCP")
 		}
@@ -111,20 +111,20 @@ func (o *Options) Check() error {
 		return usagef("--devices only applies to generated candidates, not with --candidates")
 	}
 	if o.Candidates != "" {
-		if _, err := ParseCandidates(o.Candidates); err != nil {
+		if _, err := parseCandidates(o.Candidates); err != nil {
 			return usagef("--candidates: %v", err)
 		}
 	}
 	return nil
 }
 
-// ResolveTarget turns the target into the one IP address load is sent
+// resolveTarget turns the target into the one IP address load is sent
 // to: an address literal, or a name from root's etc/hosts (read once, so
 // nothing can move the load later). Names are not looked up in DNS: the
 // resolver would add about half a megabyte to the router binary, and a
 // sweep that sends traffic to a host should be told exactly which one.
 // Addresses that reach more than one host or no NIC are refused.
-func ResolveTarget(root, host string) (netip.Addr, error) {
+func resolveTarget(root, host string) (netip.Addr, error) {
 	ip, err := netip.ParseAddr(host)
 	if err != nil {
 		var ok bool
@@ -185,13 +185,13 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 	if err := o.Check(); err != nil {
 		return err
 	}
-	ip, err := ResolveTarget(o.Root, o.Target)
+	ip, err := resolveTarget(o.Root, o.Target)
 	if err != nil {
 		return err
 	}
-	var load Load
+	var load loadDriver
 	if o.LoadCmd != "" {
-		load = &Command{Line: o.LoadCmd, Target: ip.String(), Expect: o.LoadTime}
+		load = &loadCommand{Line: o.LoadCmd, Target: ip.String(), Expect: o.LoadTime}
 		fmt.Fprintf(stderr, "tune: the --load command gets PS_TUNE_TARGET=%s; where it sends traffic is up to it\n", ip)
 	} else {
 		bin, err := exec.LookPath(o.Iperf3)
@@ -201,7 +201,7 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 		if o.UDP && o.Bitrate == "" {
 			fmt.Fprintln(stderr, "tune: note: without -b, iperf3 sends UDP at 1 Mbit/s, which no steering limits; give the rate to test, e.g. -b 900M")
 		}
-		load = &Iperf{Binary: bin, Host: ip.String(), Port: o.Port, UDP: o.UDP, Bitrate: o.Bitrate, Length: o.Length,
+		load = &iperf{Binary: bin, Host: ip.String(), Port: o.Port, UDP: o.UDP, Bitrate: o.Bitrate, Length: o.Length,
 			Bidir: o.Bidir, Reverse: o.Reverse, Seconds: o.Seconds, Parallel: o.Parallel, ClientPort: o.CPort}
 	}
 	eng := steering.NewEngine(o.Root)
@@ -209,7 +209,7 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st := NewMachine(eng, steering.NewFSWriter(o.Root))
+	st := newMachine(eng, steering.NewFSWriter(o.Root))
 	for _, c := range cands {
 		if c.Mode != steering.ModeAdaptive {
 			continue
@@ -224,10 +224,10 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 		st.Adaptive = steering.NewEngine(o.Root, steering.WithLockDir(lockDir))
 		break
 	}
-	sw := &Sweep{
+	sw := &sweep{
 		Candidates: cands, Runs: o.Runs, Settle: o.Settle, Load: load, Steerer: st,
 		Counters: func() ([]CPUCounters, error) { return ReadCounters(o.Root) },
-		Metric:   Metric(o.Metric), Progress: stderr,
+		Metric:   metric(o.Metric), Progress: stderr,
 	}
 	est := sw.Estimate()
 	fmt.Fprintf(stderr, "tune: %d candidates x (settle %s + %d runs x %s) = about %s (limit --max-duration %s)\n",
@@ -276,7 +276,7 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 	return o.save(ctx, eng, rep, stderr)
 }
 
-func (o *Options) write(w io.Writer, rep *Report) error {
+func (o *Options) write(w io.Writer, rep *report) error {
 	if o.JSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -289,9 +289,9 @@ func (o *Options) write(w io.Writer, rep *Report) error {
 }
 
 // candidates returns the user's list or the generated one.
-func (o *Options) candidates(ctx context.Context, eng *steering.Engine, stderr io.Writer) ([]Candidate, error) {
+func (o *Options) candidates(ctx context.Context, eng *steering.Engine, stderr io.Writer) ([]candidate, error) {
 	if o.Candidates != "" {
-		cs, err := ParseCandidates(o.Candidates)
+		cs, err := parseCandidates(o.Candidates)
 		if err != nil {
 			return nil, usagef("--candidates: %v", err)
 		}
@@ -305,8 +305,8 @@ func (o *Options) candidates(ctx context.Context, eng *steering.Engine, stderr i
 		return nil, fmt.Errorf("read the machine: %w", err)
 	}
 	var plans []*steering.Plan
-	for _, m := range SweepModes() {
-		p, err := PlanCandidate(snap, ModeCandidate(m))
+	for _, m := range sweepModes() {
+		p, err := planCandidate(snap, modeCandidate(m))
 		if err != nil {
 			return nil, err
 		}
@@ -320,8 +320,8 @@ func (o *Options) candidates(ctx context.Context, eng *steering.Engine, stderr i
 			}
 		}
 	}
-	l := LayoutFor(snap, plans, devs)
-	cs, dropped := Generate(SweepModes(), l, o.MaxConfigs)
+	l := layoutFor(snap, plans, devs)
+	cs, dropped := generate(sweepModes(), l, o.MaxConfigs)
 	if dropped > 0 {
 		fmt.Fprintf(stderr, "tune: --max-configs %d leaves out %d mask variants; raise it or name --candidates\n", o.MaxConfigs, dropped)
 	}
@@ -329,7 +329,7 @@ func (o *Options) candidates(ctx context.Context, eng *steering.Engine, stderr i
 }
 
 // save persists the recommendation and applies it.
-func (o *Options) save(ctx context.Context, eng *steering.Engine, rep *Report, stderr io.Writer) error {
+func (o *Options) save(ctx context.Context, eng *steering.Engine, rep *report, stderr io.Writer) error {
 	configDir := filepath.Join(o.Root, "etc", "config")
 	name := rep.Recommendation.Candidate
 	if name == "" {
@@ -342,7 +342,7 @@ func (o *Options) save(ctx context.Context, eng *steering.Engine, rep *Report, s
 		return fmt.Errorf("--save: not saving: %s is tied with %s within the run-to-run spread; measure again with more --runs, or name the candidates to compare",
 			rep.Recommendation.Best, strings.Join(rep.Recommendation.Tied, ", "))
 	}
-	var c *Candidate
+	var c *candidate
 	for i := range rep.Results {
 		if rep.Results[i].Candidate.Name == name {
 			c = &rep.Results[i].Candidate
@@ -351,7 +351,7 @@ func (o *Options) save(ctx context.Context, eng *steering.Engine, rep *Report, s
 	if c == nil {
 		return fmt.Errorf("--save: candidate %s not in the report", name)
 	}
-	res, err := Save(ctx, eng, configDir, *c)
+	res, err := saveCandidate(ctx, eng, configDir, *c)
 	if err != nil {
 		return fmt.Errorf("--save: %w", err)
 	}
@@ -360,14 +360,14 @@ func (o *Options) save(ctx context.Context, eng *steering.Engine, rep *Report, s
 	return nil
 }
 
-// Save persists candidate c in the UCI config dir and applies it through
+// saveCandidate persists candidate c in the UCI config dir and applies it through
 // the engine: a mode candidate sets packet_steering.globals.mode; a custom
 // candidate first sets rps_cpus (and drops any per-queue queue_rps list) in
 // the `config device` section of each of its devices, adding sections as
 // needed, then sets mode custom. Other device sections are left as they
 // are. The mode is written by Engine.SetMode with Persist, which also keeps
 // network.globals.packet_steering truthful.
-func Save(ctx context.Context, eng *steering.Engine, configDir string, c Candidate) (*steering.Result, error) {
+func saveCandidate(ctx context.Context, eng *steering.Engine, configDir string, c candidate) (*steering.Result, error) {
 	if c.Mode == steering.ModeCustom {
 		rps := make([]steering.DeviceRPS, len(c.RPS))
 		for i, r := range c.RPS {

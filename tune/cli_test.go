@@ -90,7 +90,7 @@ func TestResolveTarget(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			ip, err := ResolveTarget(tt.root, tt.in)
+			ip, err := resolveTarget(tt.root, tt.in)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrUsage) {
 					t.Fatalf("got %v, %v; want usage error %q", ip, err, tt.wantErr)
@@ -108,13 +108,13 @@ func TestSaveRefusesTiesAndUnverifiedRestores(t *testing.T) {
 	o := &Options{Root: t.TempDir()}
 	tests := []struct {
 		name string
-		rep  Report
+		rep  report
 		want string
 	}{
-		{"nothing measured", Report{}, "nothing to save"},
-		{"restore not verified", Report{Recommendation: Recommendation{Candidate: "auto", Clear: true}}, "restore was not verified"},
-		{"tie", Report{Recommendation: Recommendation{Candidate: "off", Best: "off", Tied: []string{"eth0:2"}},
-			Restore: RestoreResult{Verified: true}}, "tied with eth0:2"},
+		{"nothing measured", report{}, "nothing to save"},
+		{"restore not verified", report{Recommendation: recommendation{Candidate: "auto", Clear: true}}, "restore was not verified"},
+		{"tie", report{Recommendation: recommendation{Candidate: "off", Best: "off", Tied: []string{"eth0:2"}},
+			Restore: restoreResult{Verified: true}}, "tied with eth0:2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -152,14 +152,14 @@ func TestMainOnFixture(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
-	var rep Report
+	var rep report
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatal(err)
 	}
 	if !rep.Complete || !rep.Restore.Verified || len(rep.Results) != 3 {
 		t.Fatalf("report: complete %v restore %+v results %d", rep.Complete, rep.Restore, len(rep.Results))
 	}
-	if r := rep.Results[2]; r.Throughput != (Summary{Median: 1.5e6, Min: 1e6, Max: 2e6, N: 2}) || r.Unit != UnitBPS {
+	if r := rep.Results[2]; r.Throughput != (summary{Median: 1.5e6, Min: 1e6, Max: 2e6, N: 2}) || r.Unit != unitBPS {
 		t.Errorf("throughput %+v %s", r.Throughput, r.Unit)
 	}
 	// Every candidate measured the same: all tied, auto kept.

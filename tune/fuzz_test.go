@@ -14,7 +14,7 @@ func FuzzParseCandidates(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		cs, err := ParseCandidates(s)
+		cs, err := parseCandidates(s)
 		if err != nil {
 			return
 		}
@@ -22,7 +22,7 @@ func FuzzParseCandidates(f *testing.F) {
 		for i, c := range cs {
 			names[i] = c.Name
 		}
-		again, err := ParseCandidates(strings.Join(names, ";"))
+		again, err := parseCandidates(strings.Join(names, ";"))
 		if err != nil {
 			t.Fatalf("canonical names %q do not parse: %v", names, err)
 		}
@@ -44,7 +44,7 @@ func FuzzParseLoadOutput(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := ParseLoadOutput(b)
+		m, err := parseLoadOutput(b)
 		if err != nil {
 			return
 		}

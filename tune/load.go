@@ -15,8 +15,8 @@ import (
 	"time"
 )
 
-// Measurement is what one run of the load measured.
-type Measurement struct {
+// measurement is what one run of the load measured.
+type measurement struct {
 	// Throughput is bits per second for iperf3 (both directions added with
 	// --bidir); for a --load command it is whatever number the command
 	// printed, in Unit.
@@ -30,25 +30,25 @@ type Measurement struct {
 	Retransmits *float64 `json:"retransmits,omitempty"`
 }
 
-// Load drives traffic for one run and measures it.
-type Load interface {
+// loadDriver drives traffic for one run and measures it.
+type loadDriver interface {
 	// Run performs run number run (0-based) and returns its measurement.
-	Run(ctx context.Context, run int) (Measurement, error)
+	Run(ctx context.Context, run int) (measurement, error)
 	// Estimate is how long one run takes, for the duration estimate.
 	Estimate() time.Duration
 	// String describes the load for the report.
 	String() string
 }
 
-// UnitBPS is the unit of iperf3 throughput.
-const UnitBPS = "bit/s"
+// unitBPS is the unit of iperf3 throughput.
+const unitBPS = "bit/s"
 
 // runOverhead is what a run takes beyond its nominal duration (process
 // start, connect, the final exchange of results), for estimates.
 const runOverhead = 700 * time.Millisecond
 
-// Iperf is the built-in iperf3 client driver. Traffic goes only to Host.
-type Iperf struct {
+// iperf is the built-in iperf3 client driver. Traffic goes only to Host.
+type iperf struct {
 	// Binary is the iperf3 executable; "" means "iperf3" from PATH.
 	Binary string
 	// Host is the target as a literal IP address; Port the server port
@@ -76,7 +76,7 @@ type Iperf struct {
 }
 
 // Args returns iperf3's arguments for run number run.
-func (p *Iperf) Args(run int) []string {
+func (p *iperf) Args(run int) []string {
 	a := []string{"-c", p.Host, "-J", "--connect-timeout", "5000"}
 	if p.Port != 0 {
 		a = append(a, "-p", strconv.Itoa(p.Port))
@@ -109,7 +109,7 @@ func (p *Iperf) Args(run int) []string {
 }
 
 // Estimate implements Load.
-func (p *Iperf) Estimate() time.Duration {
+func (p *iperf) Estimate() time.Duration {
 	s := p.Seconds
 	if s <= 0 {
 		s = 10 // iperf3's default -t
@@ -118,7 +118,7 @@ func (p *Iperf) Estimate() time.Duration {
 }
 
 // String implements Load.
-func (p *Iperf) String() string {
+func (p *iperf) String() string {
 	return "iperf3 " + strings.Join(p.Args(0), " ")
 }
 
@@ -134,7 +134,7 @@ const (
 // iperf3 reports an error or connected anywhere but Host. While the server
 // reports that it is busy with another test, the run is retried a few
 // times.
-func (p *Iperf) Run(ctx context.Context, run int) (Measurement, error) {
+func (p *iperf) Run(ctx context.Context, run int) (measurement, error) {
 	for try := 0; ; try++ {
 		m, err := p.runOnce(ctx, run)
 		if err == nil || try >= busyRetries || !strings.Contains(err.Error(), "server is busy") {
@@ -146,7 +146,7 @@ func (p *Iperf) Run(ctx context.Context, run int) (Measurement, error) {
 	}
 }
 
-func (p *Iperf) runOnce(ctx context.Context, run int) (Measurement, error) {
+func (p *iperf) runOnce(ctx context.Context, run int) (measurement, error) {
 	bin := p.Binary
 	if bin == "" {
 		bin = "iperf3"
@@ -160,17 +160,17 @@ func (p *Iperf) runOnce(ctx context.Context, run int) (Measurement, error) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()
 	if ctx.Err() != nil {
-		return Measurement{}, fmt.Errorf("iperf3: %w", ctx.Err())
+		return measurement{}, fmt.Errorf("iperf3: %w", ctx.Err())
 	}
-	m, host, err := ParseIperf(stdout.Bytes())
+	m, host, err := parseIperf(stdout.Bytes())
 	if err != nil {
 		if runErr != nil {
-			return Measurement{}, fmt.Errorf("iperf3 %v: %w (stderr: %s)", runErr, err, firstLine(stderr.String()))
+			return measurement{}, fmt.Errorf("iperf3 %v: %w (stderr: %s)", runErr, err, firstLine(stderr.String()))
 		}
-		return Measurement{}, err
+		return measurement{}, err
 	}
 	if host != "" && host != p.Host {
-		return Measurement{}, fmt.Errorf("iperf3 connected to %s, not the target %s", host, p.Host)
+		return measurement{}, fmt.Errorf("iperf3 connected to %s, not the target %s", host, p.Host)
 	}
 	return m, nil
 }
@@ -205,19 +205,19 @@ type iperfJSON struct {
 	Error string                     `json:"error"`
 }
 
-// ParseIperf reads the JSON iperf3 -J prints (iperf 3.7 and later; older
+// parseIperf reads the JSON iperf3 -J prints (iperf 3.7 and later; older
 // UDP reports without sum_received fall back to "sum"). It returns the
 // measurement and the host the client connected to. TCP throughput is
 // what the receiver got (sum_received); UDP loss is the receiver's
 // lost_percent. With --bidir both directions' throughputs and retransmits
 // are added and the worse direction's loss is kept.
-func ParseIperf(b []byte) (Measurement, string, error) {
+func parseIperf(b []byte) (measurement, string, error) {
 	var j iperfJSON
 	if err := json.Unmarshal(b, &j); err != nil {
-		return Measurement{}, "", fmt.Errorf("iperf3 JSON: %w", err)
+		return measurement{}, "", fmt.Errorf("iperf3 JSON: %w", err)
 	}
 	if j.Error != "" {
-		return Measurement{}, j.Start.ConnectingTo.Host, fmt.Errorf("iperf3: %s", j.Error)
+		return measurement{}, j.Start.ConnectingTo.Host, fmt.Errorf("iperf3: %s", j.Error)
 	}
 	udp := strings.EqualFold(j.Start.TestStart.Protocol, "UDP")
 	sum := func(key string) (iperfSum, bool) {
@@ -228,7 +228,7 @@ func ParseIperf(b []byte) (Measurement, string, error) {
 		}
 		return s, true
 	}
-	m := Measurement{Unit: UnitBPS}
+	m := measurement{Unit: unitBPS}
 	found := false
 	for _, dir := range []string{"", "_bidir_reverse"} {
 		recv, ok := sum("sum_received" + dir)
@@ -262,18 +262,18 @@ func ParseIperf(b []byte) (Measurement, string, error) {
 		}
 	}
 	if !found {
-		return Measurement{}, j.Start.ConnectingTo.Host, errors.New("iperf3 JSON: no sum_received in end")
+		return measurement{}, j.Start.ConnectingTo.Host, errors.New("iperf3 JSON: no sum_received in end")
 	}
 	return m, j.Start.ConnectingTo.Host, nil
 }
 
-// Command is a user-given load: a shell command run once per run. Its
+// loadCommand is a user-given load: a shell command run once per run. Its
 // output is read as iperf3 JSON, as a JSON object with a "bps" (bits per
 // second) or "value" number, or else as text whose last line starts with
 // a number. The command gets the target in PS_TUNE_TARGET and the run
 // number in PS_TUNE_RUN; where it sends traffic is its own business, so the
 // caller must say so to the user.
-type Command struct {
+type loadCommand struct {
 	// Shell is the shell; "" means /bin/sh.
 	Shell string
 	// Line is the command line, run as Shell -c Line.
@@ -287,13 +287,13 @@ type Command struct {
 }
 
 // Estimate implements Load.
-func (c *Command) Estimate() time.Duration { return c.Expect }
+func (c *loadCommand) Estimate() time.Duration { return c.Expect }
 
 // String implements Load.
-func (c *Command) String() string { return "command: " + c.Line }
+func (c *loadCommand) String() string { return "command: " + c.Line }
 
 // Run implements Load.
-func (c *Command) Run(ctx context.Context, run int) (Measurement, error) {
+func (c *loadCommand) Run(ctx context.Context, run int) (measurement, error) {
 	sh := c.Shell
 	if sh == "" {
 		sh = "/bin/sh"
@@ -315,27 +315,27 @@ func (c *Command) Run(ctx context.Context, run int) (Measurement, error) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
-			return Measurement{}, fmt.Errorf("load command: %w", ctx.Err())
+			return measurement{}, fmt.Errorf("load command: %w", ctx.Err())
 		}
-		return Measurement{}, fmt.Errorf("load command: %w (stderr: %s)", err, firstLine(stderr.String()))
+		return measurement{}, fmt.Errorf("load command: %w (stderr: %s)", err, firstLine(stderr.String()))
 	}
-	m, err := ParseLoadOutput(stdout.Bytes())
+	m, err := parseLoadOutput(stdout.Bytes())
 	if err != nil {
-		return Measurement{}, fmt.Errorf("load command output: %w", err)
+		return measurement{}, fmt.Errorf("load command output: %w", err)
 	}
 	return m, nil
 }
 
-// ParseLoadOutput reads a load command's output (see Command).
-func ParseLoadOutput(b []byte) (Measurement, error) {
+// parseLoadOutput reads a load command's output (see Command).
+func parseLoadOutput(b []byte) (measurement, error) {
 	trimmed := bytes.TrimSpace(b)
 	if len(trimmed) > 0 && trimmed[0] == '{' {
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(trimmed, &obj); err != nil {
-			return Measurement{}, fmt.Errorf("JSON: %w", err)
+			return measurement{}, fmt.Errorf("JSON: %w", err)
 		}
 		if _, ok := obj["end"]; ok {
-			m, _, err := ParseIperf(trimmed)
+			m, _, err := parseIperf(trimmed)
 			return m, err
 		}
 		for _, k := range []string{"bps", "value"} {
@@ -345,24 +345,24 @@ func ParseLoadOutput(b []byte) (Measurement, error) {
 			}
 			var v float64
 			if err := json.Unmarshal(raw, &v); err != nil {
-				return Measurement{}, fmt.Errorf("JSON field %q: %w", k, err)
+				return measurement{}, fmt.Errorf("JSON field %q: %w", k, err)
 			}
 			unit := ""
 			if k == "bps" {
-				unit = UnitBPS
+				unit = unitBPS
 			}
-			return Measurement{Throughput: v, Unit: unit}, nil
+			return measurement{Throughput: v, Unit: unit}, nil
 		}
-		return Measurement{}, errors.New(`JSON object has neither "bps", "value" nor iperf3's "end"`)
+		return measurement{}, errors.New(`JSON object has neither "bps", "value" nor iperf3's "end"`)
 	}
 	lines := strings.Split(string(trimmed), "\n")
 	last := strings.Fields(lines[len(lines)-1])
 	if len(last) == 0 {
-		return Measurement{}, errors.New("no output")
+		return measurement{}, errors.New("no output")
 	}
 	v, err := strconv.ParseFloat(last[0], 64)
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-		return Measurement{}, fmt.Errorf("last line %q does not start with a number", lines[len(lines)-1])
+		return measurement{}, fmt.Errorf("last line %q does not start with a number", lines[len(lines)-1])
 	}
-	return Measurement{Throughput: v}, nil
+	return measurement{Throughput: v}, nil
 }

@@ -25,16 +25,16 @@ func readTestdata(t *testing.T, name string) []byte {
 func TestParseIperf(t *testing.T) {
 	tests := []struct {
 		file string
-		want Measurement
+		want measurement
 	}{
-		{"tcp.json", Measurement{Throughput: 39252965488.5605, Unit: UnitBPS, Retransmits: fp(0)}},
-		{"tcp_bidir.json", Measurement{Throughput: 30397746928.653564 + 9296210005.499723, Unit: UnitBPS, Retransmits: fp(1466 + 58)}},
-		{"udp.json", Measurement{Throughput: 99901510.34141415, Unit: UnitBPS, LossPercent: fp(0)}},
-		{"udp_bidir.json", Measurement{Throughput: 99904811.4226293 * 2, Unit: UnitBPS, LossPercent: fp(0)}},
+		{"tcp.json", measurement{Throughput: 39252965488.5605, Unit: unitBPS, Retransmits: fp(0)}},
+		{"tcp_bidir.json", measurement{Throughput: 30397746928.653564 + 9296210005.499723, Unit: unitBPS, Retransmits: fp(1466 + 58)}},
+		{"udp.json", measurement{Throughput: 99901510.34141415, Unit: unitBPS, LossPercent: fp(0)}},
+		{"udp_bidir.json", measurement{Throughput: 99904811.4226293 * 2, Unit: unitBPS, LossPercent: fp(0)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			got, host, err := ParseIperf(readTestdata(t, tt.file))
+			got, host, err := parseIperf(readTestdata(t, tt.file))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,7 +61,7 @@ func TestParseIperfLossAndErrors(t *testing.T) {
 	in := `{"start":{"connecting_to":{"host":"198.18.0.2"},"test_start":{"protocol":"UDP"}},
 	"end":{"sum":{"bits_per_second":100,"lost_packets":5,"packets":100},
 	"sum_bidir_reverse":{"bits_per_second":50,"lost_percent":2.5}}}`
-	m, _, err := ParseIperf([]byte(in))
+	m, _, err := parseIperf([]byte(in))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,22 +73,22 @@ func TestParseIperfLossAndErrors(t *testing.T) {
 		"no sums":     `{"start":{},"end":{}}`,
 		"not json":    `iperf3: error`,
 	} {
-		if _, _, err := ParseIperf([]byte(in)); err == nil {
+		if _, _, err := parseIperf([]byte(in)); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
 }
 
 func TestIperfArgs(t *testing.T) {
-	p := &Iperf{Host: "198.18.1.2", Port: 5999, UDP: true, Bitrate: "900M", Length: 1200, Bidir: true, Seconds: 2, Parallel: 4, ClientPort: 41000}
+	p := &iperf{Host: "198.18.1.2", Port: 5999, UDP: true, Bitrate: "900M", Length: 1200, Bidir: true, Seconds: 2, Parallel: 4, ClientPort: 41000}
 	want := "-c 198.18.1.2 -J --connect-timeout 5000 -p 5999 -u -b 900M -l 1200 --bidir -t 2 -P 4 --cport 41026"
 	if got := strings.Join(p.Args(2), " "); got != want {
 		t.Errorf("args = %q\nwant %q", got, want)
 	}
-	if got := strings.Join((&Iperf{Host: "198.18.1.2"}).Args(0), " "); got != "-c 198.18.1.2 -J --connect-timeout 5000" {
+	if got := strings.Join((&iperf{Host: "198.18.1.2"}).Args(0), " "); got != "-c 198.18.1.2 -J --connect-timeout 5000" {
 		t.Errorf("minimal args = %q", got)
 	}
-	if e := (&Iperf{}).Estimate(); e != 10*time.Second+runOverhead {
+	if e := (&iperf{}).Estimate(); e != 10*time.Second+runOverhead {
 		t.Errorf("default estimate %v", e)
 	}
 }
@@ -113,7 +113,7 @@ func fakeIperf(t *testing.T, jsonFile string, exit int) (bin, argsFile string) {
 
 func TestIperfRun(t *testing.T) {
 	bin, argsFile := fakeIperf(t, "tcp.json", 0)
-	p := &Iperf{Binary: bin, Host: "198.18.250.2", Seconds: 1}
+	p := &iperf{Binary: bin, Host: "198.18.250.2", Seconds: 1}
 	m, err := p.Run(context.Background(), 0)
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func TestIperfRun(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("#!/bin/sh\necho boom >&2\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p = &Iperf{Binary: bad, Host: "198.18.250.2", Seconds: 1}
+	p = &iperf{Binary: bad, Host: "198.18.250.2", Seconds: 1}
 	if _, err := p.Run(context.Background(), 0); err == nil || !strings.Contains(err.Error(), "boom") {
 		t.Errorf("failing iperf3: err = %v", err)
 	}
@@ -147,7 +147,7 @@ func TestIperfRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = (&Iperf{Binary: slow, Host: "198.18.250.2", Seconds: 1}).Run(ctx, 0)
+	_, err = (&iperf{Binary: slow, Host: "198.18.250.2", Seconds: 1}).Run(ctx, 0)
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
 		t.Errorf("cancel: err = %v after %v", err, time.Since(start))
 	}
@@ -157,23 +157,23 @@ func TestParseLoadOutput(t *testing.T) {
 	tests := []struct {
 		name    string
 		in      string
-		want    Measurement
+		want    measurement
 		wantErr bool
 	}{
-		{"bps field", `{"bps": 9.4e8, "other": 1}`, Measurement{Throughput: 9.4e8, Unit: UnitBPS}, false},
-		{"value field", `{"value": 12.5}`, Measurement{Throughput: 12.5}, false},
-		{"last line number", "warming up\nresult:\n  941.2 Mbit/s\n", Measurement{Throughput: 941.2}, false},
-		{"iperf3 json", string(readTestdata(t, "tcp.json")), Measurement{Throughput: 39252965488.5605, Unit: UnitBPS, Retransmits: fp(0)}, false},
-		{"no number", "done\n", Measurement{}, true},
-		{"NaN", "NaN\n", Measurement{}, true},
-		{"empty", "", Measurement{}, true},
-		{"json without field", `{"x": 1}`, Measurement{}, true},
-		{"json wrong type", `{"bps": "fast"}`, Measurement{}, true},
-		{"broken json", `{"bps": `, Measurement{}, true},
+		{"bps field", `{"bps": 9.4e8, "other": 1}`, measurement{Throughput: 9.4e8, Unit: unitBPS}, false},
+		{"value field", `{"value": 12.5}`, measurement{Throughput: 12.5}, false},
+		{"last line number", "warming up\nresult:\n  941.2 Mbit/s\n", measurement{Throughput: 941.2}, false},
+		{"iperf3 json", string(readTestdata(t, "tcp.json")), measurement{Throughput: 39252965488.5605, Unit: unitBPS, Retransmits: fp(0)}, false},
+		{"no number", "done\n", measurement{}, true},
+		{"NaN", "NaN\n", measurement{}, true},
+		{"empty", "", measurement{}, true},
+		{"json without field", `{"x": 1}`, measurement{}, true},
+		{"json wrong type", `{"bps": "fast"}`, measurement{}, true},
+		{"broken json", `{"bps": `, measurement{}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseLoadOutput([]byte(tt.in))
+			got, err := parseLoadOutput([]byte(tt.in))
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
 			}
@@ -185,19 +185,19 @@ func TestParseLoadOutput(t *testing.T) {
 }
 
 func TestCommandRun(t *testing.T) {
-	c := &Command{Line: `echo "{\"bps\": $((PS_TUNE_RUN * 10 + 1))}"; test "$PS_TUNE_TARGET" = 198.18.0.9`, Target: "198.18.0.9", Expect: time.Second}
+	c := &loadCommand{Line: `echo "{\"bps\": $((PS_TUNE_RUN * 10 + 1))}"; test "$PS_TUNE_TARGET" = 198.18.0.9`, Target: "198.18.0.9", Expect: time.Second}
 	m, err := c.Run(context.Background(), 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Throughput != 31 || m.Unit != UnitBPS {
+	if m.Throughput != 31 || m.Unit != unitBPS {
 		t.Errorf("got %+v", m)
 	}
-	c = &Command{Line: "echo nope >&2; exit 3", Expect: time.Second}
+	c = &loadCommand{Line: "echo nope >&2; exit 3", Expect: time.Second}
 	if _, err := c.Run(context.Background(), 0); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("failing command: err = %v", err)
 	}
-	c = &Command{Line: "sleep 5", Expect: time.Second, Timeout: 100 * time.Millisecond}
+	c = &loadCommand{Line: "sleep 5", Expect: time.Second, Timeout: 100 * time.Millisecond}
 	if _, err := c.Run(context.Background(), 0); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("timeout: err = %v", err)
 	}
@@ -218,7 +218,7 @@ func TestIperfRetriesBusyServer(t *testing.T) {
 	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	m, err := (&Iperf{Binary: bin, Host: "198.18.250.2", Seconds: 1}).Run(context.Background(), 0)
+	m, err := (&iperf{Binary: bin, Host: "198.18.250.2", Seconds: 1}).Run(context.Background(), 0)
 	if err != nil || m.Throughput == 0 {
 		t.Fatalf("got %+v, %v", m, err)
 	}

@@ -11,20 +11,20 @@ import (
 	"github.com/packet-steering/packet-steering/steering"
 )
 
-// Report is the outcome of a sweep; it is what --json prints.
-type Report struct {
+// report is the outcome of a sweep; it is what --json prints.
+type report struct {
 	Load   string `json:"load"`
 	Runs   int    `json:"runs"`
 	Settle string `json:"settle"`
 	// Metric is what the recommendation ranks by.
-	Metric Metric `json:"metric"`
+	Metric metric `json:"metric"`
 	// Devices are the configuration columns (see Prepared.Devices).
 	Devices []string `json:"devices"`
-	Results []Result `json:"results"`
+	Results []result `json:"results"`
 	// Recommendation is the best candidate, ties included.
-	Recommendation Recommendation `json:"recommendation"`
+	Recommendation recommendation `json:"recommendation"`
 	// Restore says how the original state was put back.
-	Restore RestoreResult `json:"restore"`
+	Restore restoreResult `json:"restore"`
 	// Complete is false when the sweep stopped early (error, Ctrl-C).
 	Complete bool    `json:"complete"`
 	Seconds  float64 `json:"seconds"`
@@ -32,49 +32,49 @@ type Report struct {
 	Notes []string `json:"notes"`
 }
 
-// Result is one candidate's runs and their summaries.
-type Result struct {
-	Candidate Candidate `json:"candidate"`
+// result is one candidate's runs and their summaries.
+type result struct {
+	Candidate candidate `json:"candidate"`
 	// Masks are the RPS masks per device column (see Prepared.Masks).
 	Masks []string `json:"masks"`
 	// SameAs names an earlier candidate with the identical plan.
 	SameAs string `json:"same_plan_as,omitempty"`
 	// Error says why the candidate was not measured.
 	Error string `json:"error,omitempty"`
-	Runs  []Run  `json:"runs"`
+	Runs  []run  `json:"runs"`
 
-	Throughput  Summary  `json:"throughput"`
+	Throughput  summary  `json:"throughput"`
 	Unit        string   `json:"unit"`
-	LossPercent *Summary `json:"loss_percent,omitempty"`
-	Retransmits *Summary `json:"retransmits,omitempty"`
+	LossPercent *summary `json:"loss_percent,omitempty"`
+	Retransmits *summary `json:"retransmits,omitempty"`
 	// Dropped, TimeSqueeze and RPSReceived are summed over all CPUs per
 	// run, then summarised over runs.
-	Dropped     Summary      `json:"dropped"`
-	TimeSqueeze Summary      `json:"time_squeeze"`
-	RPSReceived Summary      `json:"rps_received"`
-	CPUs        []CPUSummary `json:"cpus"`
+	Dropped     summary      `json:"dropped"`
+	TimeSqueeze summary      `json:"time_squeeze"`
+	RPSReceived summary      `json:"rps_received"`
+	CPUs        []cpuSummary `json:"cpus"`
 }
 
-// Run is one run of the load with the counter deltas it caused.
-type Run struct {
-	Measurement
+// run is one run of the load with the counter deltas it caused.
+type run struct {
+	measurement
 	Seconds float64    `json:"seconds"`
 	CPUs    []CPUDelta `json:"cpus"`
 }
 
-// CPUSummary is one CPU's counter deltas over the runs.
-type CPUSummary struct {
+// cpuSummary is one CPU's counter deltas over the runs.
+type cpuSummary struct {
 	CPU         int     `json:"cpu"`
-	Processed   Summary `json:"processed"`
-	Dropped     Summary `json:"dropped"`
-	TimeSqueeze Summary `json:"time_squeeze"`
-	RPSReceived Summary `json:"rps_received"`
-	NetRX       Summary `json:"net_rx"`
-	SoftirqMS   Summary `json:"softirq_ms"`
+	Processed   summary `json:"processed"`
+	Dropped     summary `json:"dropped"`
+	TimeSqueeze summary `json:"time_squeeze"`
+	RPSReceived summary `json:"rps_received"`
+	NetRX       summary `json:"net_rx"`
+	SoftirqMS   summary `json:"softirq_ms"`
 }
 
-// Recommendation is the answer of the sweep.
-type Recommendation struct {
+// recommendation is the answer of the sweep.
+type recommendation struct {
 	// Candidate is the recommended candidate's name; "" when nothing was
 	// measured on the metric.
 	Candidate string `json:"candidate"`
@@ -108,7 +108,7 @@ func metricNotes() []string {
 }
 
 // finish computes the summaries and the recommendation.
-func (r *Report) finish() {
+func (r *report) finish() {
 	for i := range r.Results {
 		r.Results[i].summarize()
 	}
@@ -124,7 +124,7 @@ func (r *Report) finish() {
 	}
 }
 
-func (res *Result) summarize() {
+func (res *result) summarize() {
 	n := len(res.Runs)
 	tp := make([]float64, n)
 	var loss, retr []float64
@@ -161,47 +161,47 @@ func (res *Result) summarize() {
 			p.softirq = append(p.softirq, c.SoftirqMS)
 		}
 	}
-	res.Throughput = Summarize(tp)
+	res.Throughput = summarize(tp)
 	res.LossPercent, res.Retransmits = nil, nil
 	if len(loss) > 0 {
-		s := Summarize(loss)
+		s := summarize(loss)
 		res.LossPercent = &s
 	}
 	if len(retr) > 0 {
-		s := Summarize(retr)
+		s := summarize(retr)
 		res.Retransmits = &s
 	}
-	res.Dropped, res.TimeSqueeze, res.RPSReceived = Summarize(drop), Summarize(squeeze), Summarize(rps)
+	res.Dropped, res.TimeSqueeze, res.RPSReceived = summarize(drop), summarize(squeeze), summarize(rps)
 	res.CPUs = nil
 	for _, cpu := range order {
 		p := cpus[cpu]
-		res.CPUs = append(res.CPUs, CPUSummary{
-			CPU: cpu, Processed: Summarize(p.processed), Dropped: Summarize(p.dropped),
-			TimeSqueeze: Summarize(p.squeeze), RPSReceived: Summarize(p.rps),
-			NetRX: Summarize(p.netrx), SoftirqMS: Summarize(p.softirq),
+		res.CPUs = append(res.CPUs, cpuSummary{
+			CPU: cpu, Processed: summarize(p.processed), Dropped: summarize(p.dropped),
+			TimeSqueeze: summarize(p.squeeze), RPSReceived: summarize(p.rps),
+			NetRX: summarize(p.netrx), SoftirqMS: summarize(p.softirq),
 		})
 	}
 }
 
 // metricSummary returns the summary the report ranks by.
-func (r *Report) metricSummary(res *Result) Summary {
+func (r *report) metricSummary(res *result) summary {
 	switch r.Metric {
-	case MetricLoss:
+	case metricLoss:
 		if res.LossPercent != nil {
 			return *res.LossPercent
 		}
-	case MetricRetransmits:
+	case metricRetransmits:
 		if res.Retransmits != nil {
 			return *res.Retransmits
 		}
 	default:
 		return res.Throughput
 	}
-	return Summary{}
+	return summary{}
 }
 
-func (r *Report) recommend() {
-	sums := make([]Summary, len(r.Results))
+func (r *report) recommend() {
+	sums := make([]summary, len(r.Results))
 	auto := -1
 	for i := range r.Results {
 		sums[i] = r.metricSummary(&r.Results[i])
@@ -210,8 +210,8 @@ func (r *Report) recommend() {
 		}
 	}
 	dir := r.Metric.Direction()
-	rank := Rank(sums, dir)
-	rec := Recommendation{}
+	rank := rank(sums, dir)
+	rec := recommendation{}
 	if rank.Best < 0 {
 		rec.Text = fmt.Sprintf("no candidate was measured on %s; nothing to recommend", r.Metric)
 		r.Recommendation = rec
@@ -244,7 +244,7 @@ func (r *Report) recommend() {
 	}
 	if auto >= 0 && chosen != auto && sums[auto].N > 0 && sums[auto].Median != 0 {
 		pct := 100 * (sums[chosen].Median - sums[auto].Median) / math.Abs(sums[auto].Median)
-		if dir == LowerIsBetter {
+		if dir == lowerIsBetter {
 			pct = -pct
 		}
 		rec.VsAutoPercent = &pct
@@ -255,14 +255,14 @@ func (r *Report) recommend() {
 }
 
 // formatMetric renders a value of the report's metric.
-func (r *Report) formatMetric(v float64, unit string) string {
+func (r *report) formatMetric(v float64, unit string) string {
 	switch r.Metric {
-	case MetricLoss:
+	case metricLoss:
 		return fmtNum(v) + "% loss"
-	case MetricRetransmits:
+	case metricRetransmits:
 		return fmtNum(v) + " retransmits"
 	}
-	if unit == UnitBPS {
+	if unit == unitBPS {
 		return fmtNum(v/1e6) + " Mbit/s"
 	}
 	return fmtNum(v)
@@ -284,7 +284,7 @@ func fmtNum(v float64) string {
 }
 
 // fmtRange renders a summary as "median (min-max)"; "-" when unmeasured.
-func fmtRange(s Summary, scale float64) string {
+func fmtRange(s summary, scale float64) string {
 	if s.N == 0 {
 		return "-"
 	}
@@ -300,7 +300,7 @@ func fmtRange(s Summary, scale float64) string {
 // each device), then each
 // metric as median (min-max). The recommended row is marked "*", rows tied
 // with the best "~"; then the recommendation, the restore and the notes.
-func (r *Report) WriteTable(w io.Writer) error {
+func (r *report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
 	unit := ""
 	var hasLoss, hasRetr bool
@@ -312,7 +312,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		hasRetr = hasRetr || res.Retransmits != nil
 	}
 	tpHead, tpScale := "throughput", 1.0
-	if unit == UnitBPS {
+	if unit == unitBPS {
 		tpHead, tpScale = "Mbit/s", 1e6
 	}
 	head := []string{"", "candidate"}
@@ -399,7 +399,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	return nil
 }
 
-func fmtOpt(s *Summary) string {
+func fmtOpt(s *summary) string {
 	if s == nil {
 		return "-"
 	}

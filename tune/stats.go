@@ -5,19 +5,19 @@ import (
 	"sort"
 )
 
-// Summary is a metric over the runs of one candidate: its median and the
+// summary is a metric over the runs of one candidate: its median and the
 // run-to-run spread as min and max. N is the number of runs it is made of;
-// a zero Summary (N 0) means the metric was not measured.
-type Summary struct {
+// a zero summary (N 0) means the metric was not measured.
+type summary struct {
 	Median float64 `json:"median"`
 	Min    float64 `json:"min"`
 	Max    float64 `json:"max"`
 	N      int     `json:"n"`
 }
 
-// Summarize returns the median, min and max of xs. NaN values are ignored;
+// summarize returns the median, min and max of xs. NaN values are ignored;
 // an empty input (or all NaN) gives a zero Summary.
-func Summarize(xs []float64) Summary {
+func summarize(xs []float64) summary {
 	v := make([]float64, 0, len(xs))
 	for _, x := range xs {
 		if !math.IsNaN(x) {
@@ -25,7 +25,7 @@ func Summarize(xs []float64) Summary {
 		}
 	}
 	if len(v) == 0 {
-		return Summary{}
+		return summary{}
 	}
 	sort.Float64s(v)
 	n := len(v)
@@ -33,41 +33,41 @@ func Summarize(xs []float64) Summary {
 	if n%2 == 0 {
 		med = (v[n/2-1] + v[n/2]) / 2
 	}
-	return Summary{Median: med, Min: v[0], Max: v[n-1], N: n}
+	return summary{Median: med, Min: v[0], Max: v[n-1], N: n}
 }
 
 // Spread is Max-Min, the run-to-run variation.
-func (s Summary) Spread() float64 { return s.Max - s.Min }
+func (s summary) Spread() float64 { return s.Max - s.Min }
 
 // Overlaps reports whether the min-max ranges of s and o share a value.
 // Two candidates whose ranges overlap on a metric are a tie on it: the
 // difference of their medians is inside the run-to-run spread.
-func (s Summary) Overlaps(o Summary) bool {
+func (s summary) Overlaps(o summary) bool {
 	if s.N == 0 || o.N == 0 {
 		return false
 	}
 	return s.Min <= o.Max && o.Min <= s.Max
 }
 
-// Direction says which way a metric improves.
-type Direction int
+// direction says which way a metric improves.
+type direction int
 
 // Directions.
 const (
-	HigherIsBetter Direction = iota + 1
-	LowerIsBetter
+	higherIsBetter direction = iota + 1
+	lowerIsBetter
 )
 
 // better reports whether median a beats median b in direction d.
-func (d Direction) better(a, b float64) bool {
-	if d == LowerIsBetter {
+func (d direction) better(a, b float64) bool {
+	if d == lowerIsBetter {
 		return a < b
 	}
 	return a > b
 }
 
-// Ranking is the outcome of comparing candidates on one metric.
-type Ranking struct {
+// ranking is the outcome of comparing candidates on one metric.
+type ranking struct {
 	// Best is the index of the candidate with the best median; -1 when no
 	// candidate has the metric.
 	Best int `json:"best"`
@@ -78,11 +78,11 @@ type Ranking struct {
 	Order []int `json:"order"`
 }
 
-// Rank orders candidates by the median of their summaries in direction d
+// rank orders candidates by the median of their summaries in direction d
 // and finds the ties of the best. Candidates with N 0 are left out. Equal
 // medians keep their input order, so the earlier candidate wins.
-func Rank(s []Summary, d Direction) Ranking {
-	r := Ranking{Best: -1}
+func rank(s []summary, d direction) ranking {
+	r := ranking{Best: -1}
 	for i := range s {
 		if s[i].N > 0 {
 			r.Order = append(r.Order, i)

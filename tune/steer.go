@@ -12,10 +12,10 @@ import (
 	"github.com/packet-steering/packet-steering/steering"
 )
 
-// Machine is the real Steerer: it plans candidates with steering.NewPlan
+// machine is the real Steerer: it plans candidates with steering.NewPlan
 // and writes them with steering.ApplyPlan, on the machine below one root.
 // It is not safe for concurrent use.
-type Machine struct {
+type machine struct {
 	// Snapshot reads the machine (steering.Engine.Snapshot, which honours
 	// the engine's config dir).
 	Snapshot func(ctx context.Context) (*platform.Snapshot, error)
@@ -37,21 +37,21 @@ type Machine struct {
 	Moves map[string]int
 }
 
-// NewMachine returns the Steerer for a steering engine's machine.
-func NewMachine(e *steering.Engine, w steering.Writer) *Machine {
-	return &Machine{Snapshot: e.Snapshot, Writer: w}
+// newMachine returns the Steerer for a steering engine's machine.
+func newMachine(e *steering.Engine, w steering.Writer) *machine {
+	return &machine{Snapshot: e.Snapshot, Writer: w}
 }
 
 // knobKey identifies a knob across plans.
 func knobKey(a steering.Action) string { return a.Kind + " " + a.Target() }
 
-// PlanCandidate plans candidate c on snapshot s. A mode candidate is the
+// planCandidate plans candidate c on snapshot s. A mode candidate is the
 // mode's plan. A custom candidate is custom mode with the user's
 // `config device` sections kept (so the same devices are managed) but
 // their overrides dropped, plus one rps_cpus override per candidate
 // device: auto with exactly the candidate's masks on top, which is what
 // --save writes.
-func PlanCandidate(s *platform.Snapshot, c Candidate) (*steering.Plan, error) {
+func planCandidate(s *platform.Snapshot, c candidate) (*steering.Plan, error) {
 	if c.Mode != steering.ModeCustom {
 		p, err := steering.NewPlan(s, steering.PlanRequest{Mode: c.Mode})
 		if err != nil {
@@ -117,7 +117,7 @@ func planSetsRPS(p *steering.Plan, dev string) bool {
 // Prepare implements Steerer: one snapshot, every candidate planned on it,
 // and the restore plan: each knob any plan touches, with the value the
 // snapshot holds (the plans' Current).
-func (e *Machine) Prepare(ctx context.Context, cands []Candidate) (*Prepared, error) {
+func (e *machine) Prepare(ctx context.Context, cands []candidate) (*prepared, error) {
 	snap, err := e.Snapshot(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the machine: %w", err)
@@ -129,7 +129,7 @@ func (e *Machine) Prepare(ctx context.Context, cands []Candidate) (*Prepared, er
 	devs := map[string]bool{}
 	var unreadable []string
 	for _, c := range cands {
-		p, err := PlanCandidate(snap, c)
+		p, err := planCandidate(snap, c)
 		if err != nil {
 			return nil, err
 		}
@@ -156,7 +156,7 @@ func (e *Machine) Prepare(ctx context.Context, cands []Candidate) (*Prepared, er
 		return nil, fmt.Errorf("cannot capture the current value of %s, so it could not be restored; refusing to touch it",
 			strings.Join(unreadable, ", "))
 	}
-	prep := &Prepared{Devices: sortedKeys(devs), Knobs: len(e.restore)}
+	prep := &prepared{Devices: sortedKeys(devs), Knobs: len(e.restore)}
 	first := map[string]string{}
 	for _, c := range cands {
 		prep.Masks = append(prep.Masks, rpsColumns(e.plans[c.Name], prep.Devices))
@@ -240,7 +240,7 @@ func resultError(res *steering.Result) error {
 
 // Apply implements Steerer. A failed write is rolled back per device by
 // the applier and reported as an error.
-func (e *Machine) Apply(ctx context.Context, c Candidate) error {
+func (e *machine) Apply(ctx context.Context, c candidate) error {
 	e.endLoop()
 	p := e.plans[c.Name]
 	if p == nil || e.snap == nil {
@@ -254,7 +254,7 @@ func (e *Machine) Apply(ctx context.Context, c Candidate) error {
 
 // startAdaptive applies the auto plan through the adaptive engine and
 // starts its loop.
-func (e *Machine) startAdaptive(ctx context.Context, c Candidate) error {
+func (e *machine) startAdaptive(ctx context.Context, c candidate) error {
 	if e.Adaptive == nil {
 		return fmt.Errorf("candidate %s: no engine for the adaptive loop", c.Name)
 	}
@@ -292,7 +292,7 @@ func (e *Machine) startAdaptive(ctx context.Context, c Candidate) error {
 }
 
 // endLoop stops a running adaptive loop.
-func (e *Machine) endLoop() {
+func (e *machine) endLoop() {
 	if e.stopLoop != nil {
 		e.stopLoop()
 		e.stopLoop = nil
@@ -303,12 +303,12 @@ func (e *Machine) endLoop() {
 // its own (so that one knob that cannot be written does not hold back the
 // others, as a per-device rollback would), and then checks, with a dry run
 // against a fresh snapshot, that none differs.
-func (e *Machine) Restore(ctx context.Context) (RestoreResult, error) {
+func (e *machine) Restore(ctx context.Context) (restoreResult, error) {
 	e.endLoop()
 	if e.snap == nil {
-		return RestoreResult{}, nil
+		return restoreResult{}, nil
 	}
-	out := RestoreResult{Knobs: len(e.restore)}
+	out := restoreResult{Knobs: len(e.restore)}
 	var errs []error
 	var skipped []string
 	for _, a := range e.restore {
@@ -347,13 +347,13 @@ func (e *Machine) Restore(ctx context.Context) (RestoreResult, error) {
 	return out, nil
 }
 
-// LayoutFor describes the machine for candidate generation: the online
+// layoutFor describes the machine for candidate generation: the online
 // CPUs, the devices to vary (devs, or when empty every device that the
 // given plans steer with a non-zero RPS mask) and, per device, the CPUs its
 // NAPI threads and IRQs are pinned to now; an IRQ allowed on every CPU
 // counts as pinned to the CPUs its /proc/interrupts counts show it ran on.
-func LayoutFor(s *platform.Snapshot, plans []*steering.Plan, devs []string) Layout {
-	l := Layout{RxCPUs: map[string][]int{}}
+func layoutFor(s *platform.Snapshot, plans []*steering.Plan, devs []string) layout {
+	l := layout{RxCPUs: map[string][]int{}}
 	var all cpuset.Set
 	for _, c := range s.CPUs {
 		if c.Online {

@@ -72,9 +72,9 @@ func (w *faultWriter) WriteKnob(rel, value string) error {
 	return w.FSWriter.WriteKnob(rel, value)
 }
 
-func mustCandidates(t *testing.T, s string) []Candidate {
+func mustCandidates(t *testing.T, s string) []candidate {
 	t.Helper()
-	cs, err := ParseCandidates(s)
+	cs, err := parseCandidates(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestEngineApplyRestoreOnFixture(t *testing.T) {
 	root := fixturetest.Root(t, "bcm53xx", nil)
 	before := digest(t, root)
 	eng := steering.NewEngine(root)
-	st := NewMachine(eng, steering.NewFSWriter(root))
+	st := newMachine(eng, steering.NewFSWriter(root))
 	cands := mustCandidates(t, "off;legacy;all;auto;eth0:2/br-lan:1;br-lan:2/eth0:0")
 	prep, err := st.Prepare(context.Background(), cands)
 	if err != nil {
@@ -132,7 +132,7 @@ func TestEngineApplyFailureThenRestore(t *testing.T) {
 	before := digest(t, root)
 	eng := steering.NewEngine(root)
 	w := &faultWriter{FSWriter: steering.NewFSWriter(root), failPath: "sys/class/net/eth0/queues/rx-2/rps_cpus"}
-	st := NewMachine(eng, w)
+	st := newMachine(eng, w)
 	cands := mustCandidates(t, "legacy;eth0:e;auto")
 	if _, err := st.Prepare(context.Background(), cands); err != nil {
 		t.Fatal(err)
@@ -179,16 +179,16 @@ func TestSweepLoadErrorRestoresFixture(t *testing.T) {
 	root := fixturetest.Root(t, "ipq807x", nil)
 	before := digest(t, root)
 	eng := steering.NewEngine(root)
-	st := NewMachine(eng, steering.NewFSWriter(root))
+	st := newMachine(eng, steering.NewFSWriter(root))
 	runs := 0
-	load := loadFunc(func(ctx context.Context, run int) (Measurement, error) {
+	load := loadFunc(func(ctx context.Context, run int) (measurement, error) {
 		runs++
 		if runs == 4 {
-			return Measurement{}, errors.New("iperf3: the server went away")
+			return measurement{}, errors.New("iperf3: the server went away")
 		}
-		return Measurement{Throughput: 1e8, Unit: UnitBPS}, nil
+		return measurement{Throughput: 1e8, Unit: unitBPS}, nil
 	})
-	s := &Sweep{Candidates: mustCandidates(t, "off;legacy;all;eth0:1"), Runs: 2, Load: load, Steerer: st,
+	s := &sweep{Candidates: mustCandidates(t, "off;legacy;all;eth0:1"), Runs: 2, Load: load, Steerer: st,
 		Counters: fakeCounters()}
 	rep, err := s.Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "server went away") {
@@ -200,9 +200,9 @@ func TestSweepLoadErrorRestoresFixture(t *testing.T) {
 	diffDigest(t, before, digest(t, root))
 }
 
-type loadFunc func(ctx context.Context, run int) (Measurement, error)
+type loadFunc func(ctx context.Context, run int) (measurement, error)
 
-func (f loadFunc) Run(ctx context.Context, run int) (Measurement, error) { return f(ctx, run) }
+func (f loadFunc) Run(ctx context.Context, run int) (measurement, error) { return f(ctx, run) }
 func (f loadFunc) Estimate() time.Duration                               { return time.Second }
 func (f loadFunc) String() string                                        { return "func" }
 
@@ -213,7 +213,7 @@ func TestPlanCandidateRefusesUnknownDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []string{"eth9:1", "eth0:2/wan9:1"} {
-		_, err := PlanCandidate(snap, mustCandidates(t, c)[0])
+		_, err := planCandidate(snap, mustCandidates(t, c)[0])
 		if !errors.Is(err, steering.ErrInvalid) {
 			t.Errorf("%s: err = %v, want ErrInvalid", c, err)
 		}
@@ -227,24 +227,24 @@ func TestLayoutFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	var plans []*steering.Plan
-	for _, m := range SweepModes() {
-		p, err := PlanCandidate(snap, ModeCandidate(m))
+	for _, m := range sweepModes() {
+		p, err := planCandidate(snap, modeCandidate(m))
 		if err != nil {
 			t.Fatal(err)
 		}
 		plans = append(plans, p)
 	}
-	l := LayoutFor(snap, plans, nil)
+	l := layoutFor(snap, plans, nil)
 	// eth0's IRQ 38 is allowed on both CPUs but ran only on CPU0.
 	if !reflect.DeepEqual(l.CPUs, []int{0, 1}) || !reflect.DeepEqual(l.Devices, []string{"br-lan", "eth0"}) ||
 		!reflect.DeepEqual(l.RxCPUs, map[string][]int{"eth0": {0}}) {
 		t.Errorf("layout %+v", l)
 	}
-	cands, _ := Generate(SweepModes(), l, 13)
+	cands, _ := generate(sweepModes(), l, 13)
 	if len(cands) != 13 || cands[4].Name != "br-lan:0/eth0:0" {
 		t.Errorf("generated %v", names(cands))
 	}
-	if l := LayoutFor(snap, plans, []string{"eth0"}); !reflect.DeepEqual(l.Devices, []string{"eth0"}) {
+	if l := layoutFor(snap, plans, []string{"eth0"}); !reflect.DeepEqual(l.Devices, []string{"eth0"}) {
 		t.Errorf("--devices layout %+v", l)
 	}
 }

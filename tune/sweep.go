@@ -8,23 +8,23 @@ import (
 	"time"
 )
 
-// Steerer is what the sweep needs from the steering engine. The real one
+// steerer is what the sweep needs from the steering engine. The real one
 // (Machine in this package) plans with the steering package and writes
 // through its applier; tests use fakes.
-type Steerer interface {
+type steerer interface {
 	// Prepare plans every candidate against the live machine and captures
 	// the original value of every knob any of them touches. It changes
 	// nothing.
-	Prepare(ctx context.Context, cands []Candidate) (*Prepared, error)
+	Prepare(ctx context.Context, cands []candidate) (*prepared, error)
 	// Apply makes the machine hold candidate c's plan.
-	Apply(ctx context.Context, c Candidate) error
+	Apply(ctx context.Context, c candidate) error
 	// Restore writes back every knob captured by Prepare and checks that
 	// the machine holds the original values again.
-	Restore(ctx context.Context) (RestoreResult, error)
+	Restore(ctx context.Context) (restoreResult, error)
 }
 
-// Prepared describes the planned candidates for the report.
-type Prepared struct {
+// prepared describes the planned candidates for the report.
+type prepared struct {
 	// Devices are the devices some candidate sets an RPS mask on: the
 	// configuration columns of the table.
 	Devices []string
@@ -40,8 +40,8 @@ type Prepared struct {
 	Knobs int
 }
 
-// RestoreResult reports the final restore.
-type RestoreResult struct {
+// restoreResult reports the final restore.
+type restoreResult struct {
 	// Knobs is how many knobs were written back (when they differed) or
 	// found holding their original value.
 	Knobs int `json:"knobs"`
@@ -54,37 +54,37 @@ type RestoreResult struct {
 	Error string `json:"error,omitempty"`
 }
 
-// Metric names the metric the recommendation ranks by.
-type Metric string
+// metric names the metric the recommendation ranks by.
+type metric string
 
 // Metrics.
 const (
-	MetricThroughput  Metric = "throughput"
-	MetricLoss        Metric = "loss"
-	MetricRetransmits Metric = "retransmits"
+	metricThroughput  metric = "throughput"
+	metricLoss        metric = "loss"
+	metricRetransmits metric = "retransmits"
 )
 
 // Direction returns which way the metric improves.
-func (m Metric) Direction() Direction {
-	if m == MetricThroughput {
-		return HigherIsBetter
+func (m metric) Direction() direction {
+	if m == metricThroughput {
+		return higherIsBetter
 	}
-	return LowerIsBetter
+	return lowerIsBetter
 }
 
-// Sweep measures a list of candidates.
-type Sweep struct {
-	Candidates []Candidate
+// sweep measures a list of candidates.
+type sweep struct {
+	Candidates []candidate
 	// Runs per candidate (at least 1) and Settle, the wait after each apply.
 	Runs   int
 	Settle time.Duration
-	Load   Load
+	Load   loadDriver
 	// Steerer applies candidates and restores the original state.
-	Steerer Steerer
+	Steerer steerer
 	// Counters reads the per-CPU counters (ReadCounters of the root).
 	Counters func() ([]CPUCounters, error)
 	// Metric is what the recommendation ranks by (default throughput).
-	Metric Metric
+	Metric metric
 	// Progress receives one line per step; nil for none.
 	Progress io.Writer
 	// RestoreTimeout bounds the final restore (default 30s). The restore
@@ -97,15 +97,15 @@ type Sweep struct {
 
 // Estimate is how long the sweep should take: for every candidate, an
 // apply and settle and Runs runs of the load.
-func (s *Sweep) Estimate() time.Duration {
+func (s *sweep) Estimate() time.Duration {
 	return time.Duration(len(s.Candidates)) * s.perCandidate(s.Load.Estimate())
 }
 
-func (s *Sweep) perCandidate(run time.Duration) time.Duration {
+func (s *sweep) perCandidate(run time.Duration) time.Duration {
 	return s.Settle + time.Duration(s.runs())*run
 }
 
-func (s *Sweep) runs() int {
+func (s *sweep) runs() int {
 	if s.Runs < 1 {
 		return 1
 	}
@@ -132,7 +132,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // error, holding what was measured until then (Complete false) and how the
 // restore went; when nothing was applied (no candidates, Prepare failed)
 // the report is nil.
-func (s *Sweep) Run(ctx context.Context) (rep *Report, err error) {
+func (s *sweep) Run(ctx context.Context) (rep *report, err error) {
 	sleep, now := s.Sleep, s.Now
 	if sleep == nil {
 		sleep = sleepCtx
@@ -142,15 +142,15 @@ func (s *Sweep) Run(ctx context.Context) (rep *Report, err error) {
 	}
 	metric := s.Metric
 	if metric == "" {
-		metric = MetricThroughput
+		metric = metricThroughput
 	}
-	rep = &Report{
+	rep = &report{
 		Load:    s.Load.String(),
 		Runs:    s.runs(),
 		Settle:  s.Settle.String(),
 		Metric:  metric,
 		Notes:   metricNotes(),
-		Results: make([]Result, len(s.Candidates)),
+		Results: make([]result, len(s.Candidates)),
 	}
 	for i, c := range s.Candidates {
 		rep.Results[i].Candidate = c
@@ -238,14 +238,14 @@ func (s *Sweep) Run(ctx context.Context) (rep *Report, err error) {
 			}
 			runTime += took
 			runCount++
-			res.Runs = append(res.Runs, Run{Measurement: m, Seconds: took.Seconds(), CPUs: Deltas(before, after)})
+			res.Runs = append(res.Runs, run{measurement: m, Seconds: took.Seconds(), CPUs: Deltas(before, after)})
 		}
 	}
 	rep.Complete = true
 	return rep, nil
 }
 
-func (s *Sweep) progress(format string, a ...any) {
+func (s *sweep) progress(format string, a ...any) {
 	if s.Progress != nil {
 		fmt.Fprintf(s.Progress, "tune: "+format+"\n", a...)
 	}

@@ -22,8 +22,8 @@ type fakeSteerer struct {
 	restoreErr error
 }
 
-func (f *fakeSteerer) Prepare(ctx context.Context, cands []Candidate) (*Prepared, error) {
-	p := &Prepared{Devices: []string{"eth0"}, Knobs: 2}
+func (f *fakeSteerer) Prepare(ctx context.Context, cands []candidate) (*prepared, error) {
+	p := &prepared{Devices: []string{"eth0"}, Knobs: 2}
 	for _, c := range cands {
 		m := "-"
 		for _, r := range c.RPS {
@@ -34,7 +34,7 @@ func (f *fakeSteerer) Prepare(ctx context.Context, cands []Candidate) (*Prepared
 	return p, nil
 }
 
-func (f *fakeSteerer) Apply(ctx context.Context, c Candidate) error {
+func (f *fakeSteerer) Apply(ctx context.Context, c candidate) error {
 	if err := f.failApply[c.Name]; err != nil {
 		return err
 	}
@@ -43,14 +43,14 @@ func (f *fakeSteerer) Apply(ctx context.Context, c Candidate) error {
 	return nil
 }
 
-func (f *fakeSteerer) Restore(ctx context.Context) (RestoreResult, error) {
+func (f *fakeSteerer) Restore(ctx context.Context) (restoreResult, error) {
 	f.restores++
 	f.restoreCtx = ctx.Err()
 	if f.restoreErr != nil {
-		return RestoreResult{Knobs: 2}, f.restoreErr
+		return restoreResult{Knobs: 2}, f.restoreErr
 	}
 	f.live = "original"
-	return RestoreResult{Knobs: 2, Changed: 1, Verified: true}, nil
+	return restoreResult{Knobs: 2, Changed: 1, Verified: true}, nil
 }
 
 // fakeLoad returns a throughput per live candidate, spread by run number;
@@ -62,19 +62,19 @@ type fakeLoad struct {
 	runs int
 }
 
-func (l *fakeLoad) Run(ctx context.Context, run int) (Measurement, error) {
+func (l *fakeLoad) Run(ctx context.Context, run int) (measurement, error) {
 	l.runs++
 	if l.hook != nil {
 		if err := l.hook(l.st.live, run); err != nil {
-			return Measurement{}, err
+			return measurement{}, err
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return Measurement{}, err
+		return measurement{}, err
 	}
 	v := l.bps[l.st.live]
 	loss := float64(run)
-	return Measurement{Throughput: v[run%len(v)], Unit: UnitBPS, LossPercent: &loss}, nil
+	return measurement{Throughput: v[run%len(v)], Unit: unitBPS, LossPercent: &loss}, nil
 }
 func (l *fakeLoad) Estimate() time.Duration { return time.Second }
 func (l *fakeLoad) String() string          { return "fake" }
@@ -87,9 +87,9 @@ func fakeCounters() func() ([]CPUCounters, error) {
 	}
 }
 
-func newFakeSweep(t *testing.T, cands string) (*Sweep, *fakeSteerer, *fakeLoad, *bytes.Buffer) {
+func newFakeSweep(t *testing.T, cands string) (*sweep, *fakeSteerer, *fakeLoad, *bytes.Buffer) {
 	t.Helper()
-	cs, err := ParseCandidates(cands)
+	cs, err := parseCandidates(cands)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func newFakeSweep(t *testing.T, cands string) (*Sweep, *fakeSteerer, *fakeLoad, 
 		"off": {300e6, 310e6}, "auto": {380e6, 400e6}, "eth0:2": {570e6, 580e6}, "eth0:1": {390e6, 575e6},
 	}}
 	progress := &bytes.Buffer{}
-	s := &Sweep{
+	s := &sweep{
 		Candidates: cs, Runs: 2, Settle: time.Second, Load: load, Steerer: st, Counters: fakeCounters(),
 		Progress: progress,
 		Sleep:    func(ctx context.Context, d time.Duration) error { return ctx.Err() },
@@ -125,13 +125,13 @@ func TestSweepSuccessRestores(t *testing.T) {
 		t.Errorf("applied %s", got)
 	}
 	r := rep.Results[2]
-	if r.Throughput != (Summary{Median: 575e6, Min: 570e6, Max: 580e6, N: 2}) {
+	if r.Throughput != (summary{Median: 575e6, Min: 570e6, Max: 580e6, N: 2}) {
 		t.Errorf("throughput %+v", r.Throughput)
 	}
-	if r.LossPercent == nil || *r.LossPercent != (Summary{Median: 0.5, Min: 0, Max: 1, N: 2}) {
+	if r.LossPercent == nil || *r.LossPercent != (summary{Median: 0.5, Min: 0, Max: 1, N: 2}) {
 		t.Errorf("loss %+v", r.LossPercent)
 	}
-	if len(r.CPUs) != 2 || r.CPUs[0].NetRX != (Summary{Median: 10, Min: 10, Max: 10, N: 2}) || r.CPUs[0].SoftirqMS.Median != 10 {
+	if len(r.CPUs) != 2 || r.CPUs[0].NetRX != (summary{Median: 10, Min: 10, Max: 10, N: 2}) || r.CPUs[0].SoftirqMS.Median != 10 {
 		t.Errorf("cpus %+v", r.CPUs)
 	}
 	if r.Dropped.Median != 1 {
@@ -253,7 +253,7 @@ func TestSweepRestoreErrorReported(t *testing.T) {
 
 type failingPrepare struct{ fakeSteerer }
 
-func (f *failingPrepare) Prepare(context.Context, []Candidate) (*Prepared, error) {
+func (f *failingPrepare) Prepare(context.Context, []candidate) (*prepared, error) {
 	return nil, errors.New("device eth9 not found")
 }
 
@@ -270,17 +270,17 @@ func TestSweepPrepareErrorChangesNothing(t *testing.T) {
 }
 
 func TestRecommendTies(t *testing.T) {
-	mk := func(name string, bps ...float64) Result {
-		r := Result{Candidate: Candidate{Name: name, Mode: steering.Mode(name)}}
+	mk := func(name string, bps ...float64) result {
+		r := result{Candidate: candidate{Name: name, Mode: steering.Mode(name)}}
 		for _, b := range bps {
-			r.Runs = append(r.Runs, Run{Measurement: Measurement{Throughput: b, Unit: UnitBPS}})
+			r.Runs = append(r.Runs, run{measurement: measurement{Throughput: b, Unit: unitBPS}})
 		}
 		return r
 	}
 	tests := []struct {
 		name     string
-		results  []Result
-		metric   Metric
+		results  []result
+		metric   metric
 		want     string
 		best     string
 		tied     []string
@@ -288,17 +288,17 @@ func TestRecommendTies(t *testing.T) {
 		noVsAuto bool
 		clear    bool
 	}{
-		{"auto kept when tied with the best", []Result{mk("auto", 930e6, 941e6), mk("eth0:2", 935e6, 942e6), mk("off", 500e6, 510e6)},
-			MetricThroughput, "auto", "eth0:2", []string{"auto"}, "keep auto", true, true},
-		{"tie without auto", []Result{mk("off", 930e6, 941e6), mk("eth0:2", 935e6, 942e6)},
-			MetricThroughput, "eth0:2", "eth0:2", []string{"off"}, "no clear winner", true, false},
-		{"clear win", []Result{mk("auto", 380e6, 390e6), mk("eth0:2", 570e6, 580e6)},
-			MetricThroughput, "eth0:2", "eth0:2", nil, "+49.4% against auto", false, true},
-		{"loss not measured on TCP", []Result{mk("auto", 1)}, MetricLoss, "", "", nil, "nothing to recommend", true, false},
+		{"auto kept when tied with the best", []result{mk("auto", 930e6, 941e6), mk("eth0:2", 935e6, 942e6), mk("off", 500e6, 510e6)},
+			metricThroughput, "auto", "eth0:2", []string{"auto"}, "keep auto", true, true},
+		{"tie without auto", []result{mk("off", 930e6, 941e6), mk("eth0:2", 935e6, 942e6)},
+			metricThroughput, "eth0:2", "eth0:2", []string{"off"}, "no clear winner", true, false},
+		{"clear win", []result{mk("auto", 380e6, 390e6), mk("eth0:2", 570e6, 580e6)},
+			metricThroughput, "eth0:2", "eth0:2", nil, "+49.4% against auto", false, true},
+		{"loss not measured on TCP", []result{mk("auto", 1)}, metricLoss, "", "", nil, "nothing to recommend", true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rep := &Report{Metric: tt.metric, Results: tt.results}
+			rep := &report{Metric: tt.metric, Results: tt.results}
 			rep.finish()
 			rec := rep.Recommendation
 			if rec.Candidate != tt.want || rec.Best != tt.best || strings.Join(rec.Tied, ",") != strings.Join(tt.tied, ",") {

@@ -243,7 +243,7 @@ func tbOptions(t *testing.T, port string) Options {
 	return o
 }
 
-func runTune(t *testing.T, ctx context.Context, o Options) (*Report, string, time.Duration) {
+func runTune(t *testing.T, ctx context.Context, o Options) (*report, string, time.Duration) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	start := time.Now()
@@ -253,7 +253,7 @@ func runTune(t *testing.T, ctx context.Context, o Options) (*Report, string, tim
 	if err != nil {
 		t.Fatalf("tune %+v: %v\nstderr:\n%s", o, err, errb.String())
 	}
-	var rep Report
+	var rep report
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("tune --json output: %v\n%s", err, out.String())
 	}
@@ -266,7 +266,7 @@ func runTune(t *testing.T, ctx context.Context, o Options) (*Report, string, tim
 }
 
 // checkReport asserts that every candidate was measured with every metric.
-func checkReport(t *testing.T, rep *Report, minCands int, udp bool) {
+func checkReport(t *testing.T, rep *report, minCands int, udp bool) {
 	t.Helper()
 	if !rep.Complete || !rep.Restore.Verified || rep.Restore.Error != "" {
 		t.Errorf("complete %v restore %+v", rep.Complete, rep.Restore)
