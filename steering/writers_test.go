@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/packet-steering/packet-steering/platform"
+	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 )
 
 // withWifiRings adds the ath11k ring IRQs of an ipq807x (not tied to a netdev).
@@ -154,7 +155,7 @@ func equalInts(a, b []int) bool {
 // NAPI thread and IRQ moves names their device (the applied event's
 // devices come from Result.Devices).
 func TestResultDevicesThroughThreadsAndIRQs(t *testing.T) {
-	root := presetRoot(t, "ipq807x", nil)
+	root := fixturetest.Root(t, "ipq807x", nil)
 	snap, err := platform.Read(context.Background(), root)
 	if err != nil {
 		t.Fatal(err)
