@@ -285,10 +285,10 @@ func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 		data.Menu = append(data.Menu, menuLink{URL: scriptURL + "/" + m.Path, Title: m.Title, Active: m.Path == p})
 	}
 	data.Env = map[string]any{
-		"sessionid":    sid,
+		"sessionid": sid,
 		// LuCI's nodespec of the view: its ACL dependencies are met, and
 		// readonly when the session holds one of them only for reading.
-		"nodespec": map[string]any{"satisfied": true, "readonly": readonly},
+		"nodespec":     map[string]any{"satisfied": true, "readonly": readonly},
 		"base_url":     resourceURL,
 		"resource":     resourceURL,
 		"scriptname":   scriptURL,
