@@ -1,0 +1,179 @@
+#!/bin/busybox sh
+# /init of the VM test's initramfs (package vmtest). Runs packet-steering on
+# the guest's real root and prints what it did and what the kernel reports
+# between "=== BEGIN name" and "=== END name rc" lines on the console, for
+# the harness to parse. Ends with poweroff.
+# shellcheck shell=sh
+
+/bin/busybox mkdir -p /proc /sys /dev /sbin /usr/bin /usr/sbin
+/bin/busybox --install -s /bin
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs dev /dev 2>/dev/null
+mkdir -p /tmp /var/run/ubus /var/lock /etc/config
+mount -t tmpfs tmp /tmp
+# Kernel messages off the console: only the sections below go there.
+echo 1 >/proc/sys/kernel/printk
+
+# VMT_MODULES, VMT_TRAFFIC, VMT_ECHO, VMT_COUNT, VMT_DEVICES
+. /etc/vmtest.conf
+
+section() {
+	name=$1
+	shift
+	echo "=== BEGIN $name"
+	"$@" 2>&1
+	rc=$?
+	echo "=== END $name $rc"
+}
+
+finish() {
+	echo "=== DONE"
+	sync
+	poweroff -f
+}
+
+for m in $VMT_MODULES; do
+	insmod "/lib/modules/$m.ko" || echo "insmod $m failed"
+done
+
+# Wait for the NICs the harness gave the guest.
+n=0
+while [ "$(ls /sys/class/net | grep -c '^eth')" -lt "$VMT_DEVICES" ] && [ $n -lt 100 ]; do
+	sleep 0.1
+	n=$((n + 1))
+done
+
+# The multi-queue NIC (more than one rx queue) gets 198.18.0.2, the other
+# 198.18.1.2; threaded NAPI on both.
+MQ=
+SQ=
+for d in /sys/class/net/eth*; do
+	[ -e "$d" ] || continue
+	dev=${d##*/}
+	ip link set "$dev" up
+	if [ "$(ls "$d/queues" | grep -c '^rx-')" -gt 1 ]; then
+		MQ=$dev
+		ip addr add 198.18.0.2/24 dev "$dev"
+	else
+		SQ=$dev
+		ip addr add 198.18.1.2/24 dev "$dev"
+	fi
+	echo 1 >"$d/threaded"
+done
+echo "=== INFO mq=$MQ sq=$SQ cpus=$(nproc)"
+
+ps_=/usr/sbin/packet-steering
+sock=/var/run/ubus/ubus.sock
+
+# kernel_state prints the kernel's own view of every knob, read directly
+# from the files (not through packet-steering).
+kernel_state() {
+	for f in /proc/irq/[0-9]*; do
+		[ -e "$f/smp_affinity_list" ] || continue
+		echo "irq ${f##*/} $(cat "$f/smp_affinity_list")"
+	done
+	for p in /proc/[0-9]*; do
+		c=$(cat "$p/comm" 2>/dev/null) || continue
+		case $c in
+		napi/*) echo "thread ${p##*/} $c $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "$p/status")" ;;
+		esac
+	done
+	for q in /sys/class/net/*/queues/rx-*; do
+		d=${q%/queues/*}
+		echo "rps ${d##*/} ${q##*/} $(cat "$q/rps_cpus") $(cat "$q/rps_flow_cnt")"
+	done
+	for q in /sys/class/net/*/queues/tx-*; do
+		d=${q%/queues/*}
+		echo "xps ${d##*/} ${q##*/} $(cat "$q/xps_cpus" 2>/dev/null)"
+	done
+	echo "sysctl rps_sock_flow_entries $(cat /proc/sys/net/core/rps_sock_flow_entries)"
+	grep -E 'virtio|eth' /proc/interrupts
+	for d in /sys/class/net/eth*; do
+		echo "busdev ${d##*/} $(basename "$(readlink -f "$d/device")")"
+	done
+}
+
+# counters prints what the traffic phases compare: every NAPI thread's
+# /proc/PID/stat and schedstat, and the per-CPU softnet counters and IRQ
+# counts as packet-steering's snapshot reads them.
+counters() {
+	for p in /proc/[0-9]*; do
+		c=$(cat "$p/comm" 2>/dev/null) || continue
+		case $c in
+		napi/*) echo "stat $(cat "$p/stat") schedstat $(cat "$p/schedstat" 2>/dev/null)" ;;
+		esac
+	done
+	echo "snapshot $($ps_ snapshot | tr -d '\n\t')"
+}
+
+section snapshot $ps_ snapshot
+section plan $ps_ plan --json
+section status-before $ps_ status
+section apply $ps_ apply --json --reason vmtest
+section queues $ps_ queues
+section queues-json $ps_ queues --json
+section state kernel_state
+section apply-again $ps_ apply --json --reason vmtest-again
+
+# The daemon on a ubus broker, driven with `packet-steering call`.
+/usr/bin/vmguest broker "$sock" &
+broker=$!
+n=0
+while [ ! -S "$sock" ] && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+$ps_ daemon --socket "$sock" 2>/tmp/daemon.log &
+daemon=$!
+n=0
+until $ps_ call --socket "$sock" --timeout 5 status >/dev/null 2>&1 || [ $n -ge 150 ]; do
+	sleep 0.2
+	n=$((n + 1))
+done
+section call-status $ps_ call --socket "$sock" --timeout 20 status
+section call-queues $ps_ call --socket "$sock" --timeout 20 get_queues
+section call-apply $ps_ call --socket "$sock" --timeout 20 apply '{"reason":"vmtest-daemon"}'
+kill "$daemon"
+wait "$daemon"
+echo "daemon exit $?"
+section daemon-log cat /tmp/daemon.log
+kill "$broker"
+wait "$broker"
+
+if [ "$VMT_TRAFFIC" != 1 ] || [ -z "$MQ" ]; then
+	finish
+fi
+
+# Traffic: for each tx queue of the multi-queue NIC, echo datagrams sent from
+# a CPU whose XPS mask holds that queue. The host's tap remembers which queue
+# each flow came from and sends the replies into the same queue pair, so
+# phase i loads rx-i and tx-i. The single-queue NIC gets one phase.
+ncpu=$(nproc)
+phase() {
+	ph=$1 dev=$2 txq=$3 dst=$4
+	mask=$(cat "/sys/class/net/$dev/queues/$txq/xps_cpus" 2>/dev/null | tr -d ,)
+	cpu=
+	c=0
+	while [ $c -lt "$ncpu" ]; do
+		if [ -n "$mask" ] && [ $(((0x$mask >> c) & 1)) = 1 ]; then
+			cpu=$c
+			break
+		fi
+		c=$((c + 1))
+	done
+	[ -n "$cpu" ] || cpu=${txq#tx-}
+	[ "$cpu" -lt "$ncpu" ] || cpu=0
+	# One round first so the ARP entry and the tap's flow entry exist.
+	/usr/bin/vmguest load -cpu "$cpu" -dst "$dst" -count 16 >/dev/null 2>&1
+	section "$ph-before" counters
+	section "$ph-load" /usr/bin/vmguest load -cpu "$cpu" -dst "$dst" -count "$VMT_COUNT"
+	section "$ph-after" counters
+	echo "=== PHASE $ph $dev $txq $cpu"
+}
+for q in /sys/class/net/"$MQ"/queues/tx-*; do
+	txq=${q##*/}
+	phase "load-$MQ-$txq" "$MQ" "$txq" "198.18.0.1:$VMT_ECHO"
+done
+if [ -n "$SQ" ]; then
+	phase "load-$SQ-tx-0" "$SQ" tx-0 "198.18.1.1:$VMT_ECHO"
+fi
+finish

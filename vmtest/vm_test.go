@@ -1,0 +1,78 @@
+package vmtest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/packet-steering/packet-steering/internal/netnstest"
+)
+
+// gateEnv turns the test on; `make test-vm` sets it.
+const gateEnv = "PACKET_STEERING_VM"
+
+// replayEnv, when set, checks the console logs of the last run
+// (out/vm-cache/console-*.log) instead of booting the guests: for working
+// on the checks without waiting for the guests.
+const replayEnv = "PACKET_STEERING_VM_REPLAY"
+
+// TestVM boots each guest, runs packet-steering inside it and checks what
+// the kernel reports; it prints one table per guest.
+func TestVM(t *testing.T) {
+	if os.Getenv(gateEnv) == "" {
+		t.Skipf("set %s=1 (make test-vm) to boot the QEMU guests", gateEnv)
+	}
+	netnstest.Skip(t)
+	repo, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := newCache(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removeStaleNamespaces(t)
+	only := os.Getenv("PACKET_STEERING_VM_GUESTS") // e.g. "x86_64,arm64"
+	for _, g := range guests() {
+		if only != "" && !strings.Contains(","+only+",", ","+g.name+",") {
+			continue
+		}
+		t.Run(g.name, func(t *testing.T) {
+			start := time.Now()
+			ctx := context.Background()
+			logPath := filepath.Join(c.dir, "console-"+g.name+".log")
+			var (
+				out   string
+				built time.Duration
+			)
+			if os.Getenv(replayEnv) != "" {
+				b, err := os.ReadFile(logPath)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = string(b)
+			} else {
+				img, err := c.buildImage(ctx, g, t.TempDir())
+				if err != nil {
+					t.Fatal(err)
+				}
+				built = time.Since(start)
+				if out, err = boot(t, ctx, g, img, logPath); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Logf("%s: image %v, guest %v (console: %s)", g.name, built.Round(time.Millisecond), (time.Since(start) - built).Round(time.Millisecond), logPath)
+			con, err := parseConsole(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !con.done {
+				t.Fatalf("the guest did not finish its script (console in %s)", logPath)
+			}
+			checkGuest(t, g, con)
+		})
+	}
+}
