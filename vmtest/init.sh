@@ -22,6 +22,7 @@ echo 1 >/proc/sys/kernel/printk
 section() {
 	name=$1
 	shift
+	echo "=== T $name $(cut -d' ' -f1 /proc/uptime)"
 	echo "=== BEGIN $name"
 	"$@" 2>&1
 	rc=$?
@@ -29,6 +30,7 @@ section() {
 }
 
 finish() {
+	echo "=== T done $(cut -d' ' -f1 /proc/uptime)"
 	echo "=== DONE"
 	sync
 	poweroff -f
@@ -67,28 +69,48 @@ echo "=== INFO mq=$MQ sq=$SQ cpus=$(nproc)"
 ps_=/usr/sbin/packet-steering
 sock=/var/run/ubus/ubus.sock
 
+# napi_pids lists the threaded-NAPI kernel threads (they exist once
+# `threaded` is on, and stay).
+napi_pids() {
+	for p in /proc/[0-9]*; do
+		read -r c <"$p/comm" 2>/dev/null || continue
+		case $c in
+		napi/*) echo "${p##*/}" ;;
+		esac
+	done
+}
+NAPI_PIDS=$(napi_pids)
+
 # kernel_state prints the kernel's own view of every knob, read directly
-# from the files (not through packet-steering).
+# from the files (not through packet-steering). Shell builtins only in the
+# loops: a fork costs a lot on an emulated CPU.
 kernel_state() {
 	for f in /proc/irq/[0-9]*; do
-		[ -e "$f/smp_affinity_list" ] || continue
-		echo "irq ${f##*/} $(cat "$f/smp_affinity_list")"
+		read -r v <"$f/smp_affinity_list" 2>/dev/null || continue
+		echo "irq ${f##*/} $v"
 	done
-	for p in /proc/[0-9]*; do
-		c=$(cat "$p/comm" 2>/dev/null) || continue
-		case $c in
-		napi/*) echo "thread ${p##*/} $c $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "$p/status")" ;;
-		esac
+	for p in $NAPI_PIDS; do
+		read -r c <"/proc/$p/comm"
+		v=
+		while read -r k rest; do
+			[ "$k" = Cpus_allowed_list: ] && v=$rest
+		done <"/proc/$p/status"
+		echo "thread $p $c $v"
 	done
 	for q in /sys/class/net/*/queues/rx-*; do
 		d=${q%/queues/*}
-		echo "rps ${d##*/} ${q##*/} $(cat "$q/rps_cpus") $(cat "$q/rps_flow_cnt")"
+		read -r m <"$q/rps_cpus"
+		read -r n <"$q/rps_flow_cnt"
+		echo "rps ${d##*/} ${q##*/} $m $n"
 	done
 	for q in /sys/class/net/*/queues/tx-*; do
 		d=${q%/queues/*}
-		echo "xps ${d##*/} ${q##*/} $(cat "$q/xps_cpus" 2>/dev/null)"
+		m=
+		read -r m <"$q/xps_cpus" 2>/dev/null
+		echo "xps ${d##*/} ${q##*/} $m"
 	done
-	echo "sysctl rps_sock_flow_entries $(cat /proc/sys/net/core/rps_sock_flow_entries)"
+	read -r v </proc/sys/net/core/rps_sock_flow_entries
+	echo "sysctl rps_sock_flow_entries $v"
 	grep -E 'virtio|eth' /proc/interrupts
 	for d in /sys/class/net/eth*; do
 		echo "busdev ${d##*/} $(basename "$(readlink -f "$d/device")")"
@@ -99,13 +121,14 @@ kernel_state() {
 # /proc/PID/stat and schedstat, and the per-CPU softnet counters and IRQ
 # counts as packet-steering's snapshot reads them.
 counters() {
-	for p in /proc/[0-9]*; do
-		c=$(cat "$p/comm" 2>/dev/null) || continue
-		case $c in
-		napi/*) echo "stat $(cat "$p/stat") schedstat $(cat "$p/schedstat" 2>/dev/null)" ;;
-		esac
+	for p in $NAPI_PIDS; do
+		read -r s <"/proc/$p/stat"
+		read -r ss <"/proc/$p/schedstat"
+		echo "stat $s schedstat $ss"
 	done
-	echo "snapshot $($ps_ snapshot | tr -d '\n\t')"
+	printf 'snapshot '
+	$ps_ snapshot | tr -d '\n\t'
+	echo
 }
 
 section snapshot $ps_ snapshot
