@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform"
 	"github.com/packet-steering/packet-steering/steering"
 )
@@ -301,12 +302,12 @@ func measure(ph phaseLine, busdev string, before, after counters, load string) (
 
 // sameList compares two cpu lists as sets.
 func sameList(a, b string) bool {
-	return steering.SameList(a, b)
+	return cpuset.SameList(a, b)
 }
 
 // listHas reports whether cpu list l holds cpu.
 func listHas(l string, cpu int) bool {
-	s, err := steering.ParseList(l)
+	s, err := cpuset.ParseList(l)
 	return err == nil && s.Has(cpu)
 }
 
@@ -315,7 +316,7 @@ func maskToList(m string) string {
 	if m == "" {
 		return ""
 	}
-	s, err := steering.ParseMask(m)
+	s, err := cpuset.ParseMask(m)
 	if err != nil {
 		return "?" + m
 	}
@@ -470,11 +471,11 @@ func checkKernel(c *checker, plan steering.Plan, k kernelState) {
 				c.errorf("kernel: IRQ %d (%s) smp_affinity_list %s, plan %s (mask %s)", a.IRQ, a.Name, got, maskToList(a.Value), a.Value)
 			}
 		case steering.KindRPSCPUs:
-			if got := k.rps[key]; !steering.SameMask(got, a.Value) {
+			if got := k.rps[key]; !cpuset.SameMask(got, a.Value) {
 				c.errorf("kernel: %s rps_cpus %q, plan %s", key, got, a.Value)
 			}
 		case steering.KindXPSCPUs:
-			if got := k.xps[key]; !steering.SameMask(got, a.Value) {
+			if got := k.xps[key]; !cpuset.SameMask(got, a.Value) {
 				c.errorf("kernel: %s xps_cpus %q, plan %s", key, got, a.Value)
 			}
 		case steering.KindRPSFlowCnt:
@@ -485,13 +486,23 @@ func checkKernel(c *checker, plan steering.Plan, k kernelState) {
 	}
 }
 
-// queueRow is one line of a guest's table.
+// queueRow is one queue pair in a guest's tables: planned/kernel values
+// after apply, and what the traffic phase measured.
 type queueRow struct {
-	queue                                   string
-	planNAPI, planIRQ, planRPS, planXPS     string
-	kernNAPI, kernIRQ, kernRPS, kernXPS     string
-	planTxNAPI, kernTxNAPI                  string
-	rxRan, softnet, rxIRQ, txRan, txIRQ, ok string
+	queue                                                  string
+	napi, irq, rps, xps, txNAPI, txIRQ                     string
+	sentFrom, arrived, rxRan, softnet, txRan, txIRQRan, ok string
+}
+
+// pk is "planned/kernel" of one knob.
+func pk(plan, kernel string) string {
+	if plan == "" {
+		plan = "-"
+	}
+	if kernel == "" {
+		kernel = "-"
+	}
+	return plan + "/" + kernel
 }
 
 // checkTraffic checks, for each phase, that the queue's work ran where
@@ -514,26 +525,24 @@ func checkTraffic(c *checker, g *guest, q queuesOut, k kernelState, results []ph
 			c.errorf("%s: %d rx queues, want %d", d.Name, len(d.Rx), g.queues)
 		}
 		for i, rx := range d.Rx {
-			row := queueRow{queue: d.Name + " " + rx.Queue, planRPS: maskToList(rx.WantRPSCPUs), kernRPS: maskToList(k.rps[d.Name+" "+rx.Queue])}
+			txq := "tx-" + strings.TrimPrefix(rx.Queue, "rx-")
+			row := queueRow{queue: d.Name + " " + rx.Queue + "/" + txq,
+				rps: pk(maskToList(rx.WantRPSCPUs), maskToList(k.rps[d.Name+" "+rx.Queue])), napi: "-", irq: "-", txNAPI: "-", txIRQ: "-"}
 			if rx.NAPI != nil {
-				row.planNAPI = fmt.Sprintf("%s [%d] %s", rx.NAPI.Thread, rx.NAPI.PID, rx.NAPI.want())
-				row.kernNAPI = k.threads[rx.NAPI.PID]
+				row.napi = fmt.Sprintf("%s [%d] %s", rx.NAPI.Thread, rx.NAPI.PID, pk(rx.NAPI.want(), k.threads[rx.NAPI.PID]))
 			}
 			if rx.IRQ != nil {
-				row.planIRQ = fmt.Sprintf("%d %s", rx.IRQ.IRQ, rx.IRQ.want())
-				row.kernIRQ = k.irqList[rx.IRQ.IRQ]
+				row.irq = fmt.Sprintf("%d %s", rx.IRQ.IRQ, pk(rx.IRQ.want(), k.irqList[rx.IRQ.IRQ]))
 			}
-			txq := "tx-" + strings.TrimPrefix(rx.Queue, "rx-")
 			var tx *txView
 			if i < len(d.Tx) && d.Tx[i].Queue == txq {
 				tx = &d.Tx[i]
-				row.planXPS = maskToList(tx.WantXPSCPUs)
-				row.kernXPS = maskToList(k.xps[d.Name+" "+txq])
+				row.xps = pk(maskToList(tx.WantXPSCPUs), maskToList(k.xps[d.Name+" "+txq]))
 				if tx.NAPI != nil {
-					row.planTxNAPI = fmt.Sprintf("%s [%d] %s", tx.NAPI.Thread, tx.NAPI.PID, tx.NAPI.want())
-					row.kernTxNAPI = k.threads[tx.NAPI.PID]
-				} else {
-					row.planTxNAPI = "-"
+					row.txNAPI = fmt.Sprintf("%s [%d] %s", tx.NAPI.Thread, tx.NAPI.PID, pk(tx.NAPI.want(), k.threads[tx.NAPI.PID]))
+				}
+				if tx.IRQ != nil {
+					row.txIRQ = fmt.Sprintf("%d %s", tx.IRQ.IRQ, pk(tx.IRQ.want(), k.irqList[tx.IRQ.IRQ]))
 				}
 			}
 			r, ok := byPhase[d.Name+" "+txq]
@@ -574,16 +583,17 @@ func checkPhase(c *checker, dev, rxq, txq string, napi *napiView, irq *irqView, 
 	if r.rxq != idx {
 		fail("traffic sent from CPU %d (XPS %s) arrived on rx-%d, not %s", r.phase.cpu, txq, r.rxq, rxq)
 	}
-	row.rxRan = fmt.Sprintf("%s [%d] cpu %d, %.1f ms (%d ticks)", r.rxThread.comm, r.rxThread.pid, r.rxThread.processor, float64(r.rxDeltaNS)/1e6, r.rxTicks)
-	row.txRan = fmt.Sprintf("%s [%d] cpu %d, %.1f ms (%d ticks)", r.txThread.comm, r.txThread.pid, r.txThread.processor, float64(r.txDeltaNS)/1e6, r.txTicks)
-	row.softnet = fmt.Sprintf("cpu %d %.0f%% of %d", r.softnetCPU, 100*r.softnetShare, r.softnetTotal)
-	row.rxIRQ = fmt.Sprintf("%d cpu %d", r.rxIRQ, r.rxIRQCPU)
-	row.txIRQ = fmt.Sprintf("%d cpu %d", r.txIRQ, r.txIRQCPU)
-	if r.rxIRQ == 0 {
-		row.rxIRQ = "-"
+	row.sentFrom = fmt.Sprintf("%d (%d/%d echoed)", r.phase.cpu, r.received, r.sent)
+	row.arrived = "-"
+	if r.rxq >= 0 {
+		row.arrived = fmt.Sprintf("rx-%d (IRQ %d on CPU %d)", r.rxq, r.rxIRQ, r.rxIRQCPU)
 	}
-	if r.txIRQ == 0 {
-		row.txIRQ = "-"
+	row.rxRan = fmt.Sprintf("%s [%d] CPU %d, %.0f ms (%d ticks)", r.rxThread.comm, r.rxThread.pid, r.rxThread.processor, float64(r.rxDeltaNS)/1e6, r.rxTicks)
+	row.txRan = fmt.Sprintf("%s [%d] CPU %d, %.0f ms (%d ticks)", r.txThread.comm, r.txThread.pid, r.txThread.processor, float64(r.txDeltaNS)/1e6, r.txTicks)
+	row.softnet = fmt.Sprintf("CPU %d: %.0f%% of %d", r.softnetCPU, 100*r.softnetShare, r.softnetTotal)
+	row.txIRQRan = "-"
+	if r.txIRQ != 0 {
+		row.txIRQRan = fmt.Sprintf("%d on CPU %d", r.txIRQ, r.txIRQCPU)
 	}
 	// RX: the thread that did the work is the one paired with the queue,
 	// it ran on the planned CPU, and so did the packets (softnet).
@@ -626,32 +636,41 @@ func checkPhase(c *checker, dev, rxq, txq string, napi *napiView, irq *irqView, 
 	return fails
 }
 
-// formatTable prints a guest's results.
+// formatTable prints a guest's two tables: what was planned and what the
+// kernel reports after apply, then where each queue pair's work ran under
+// traffic.
 func formatTable(g *guest, plan steering.Plan, first steering.Result, mq, sq string, rows []queueRow) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %d CPUs, %s %d queue pairs (MSI-X) + %s 1 queue, threaded NAPI; policy %s; first apply changed %d, second 0\n",
+	fmt.Fprintf(&b, "%s: %d vCPUs, %s virtio-net %d queue pairs (MSI-X) + %s 1 queue, threaded NAPI; policy %s; apply changed %d, a second apply 0\n\n",
 		g.name, g.cpus, mq, g.queues, sq, plan.Policy, len(first.Changed))
-	head := []string{"QUEUE", "PLANNED RX NAPI", "KERNEL", "IRQ PLANNED", "KERNEL", "RPS PLAN/KERNEL", "XPS PLAN/KERNEL", "PLANNED TX NAPI", "RX WORK RAN IN", "SOFTNET PROCESSED", "RX IRQ", "TX COMPLETION RAN IN", "TX IRQ", "RESULT"}
-	cells := [][]string{head}
+	applied := [][]string{{"QUEUES", "RX NAPI THREAD CPUS plan/kernel", "RX IRQ", "RPS", "XPS", "TX NAPI THREAD", "TX IRQ"}}
+	traffic := [][]string{{"QUEUES", "SENT FROM CPU", "ARRIVED ON", "RX WORK RAN IN", "SOFTNET PROCESSED", "TX COMPLETION RAN IN", "TX IRQ", "RESULT"}}
 	for _, r := range rows {
-		cells = append(cells, []string{r.queue, r.planNAPI, r.kernNAPI, r.planIRQ, r.kernIRQ,
-			r.planRPS + " / " + r.kernRPS, r.planXPS + " / " + r.kernXPS, r.planTxNAPI,
-			r.rxRan, r.softnet, r.rxIRQ, r.txRan, r.txIRQ, r.ok})
+		applied = append(applied, []string{r.queue, r.napi, r.irq, r.rps, r.xps, r.txNAPI, r.txIRQ})
+		traffic = append(traffic, []string{r.queue, r.sentFrom, r.arrived, r.rxRan, r.softnet, r.txRan, r.txIRQRan, r.ok})
 	}
-	width := make([]int, len(head))
+	writeCells(&b, applied)
+	b.WriteString("\n")
+	writeCells(&b, traffic)
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// writeCells writes rows as a table with aligned columns.
+func writeCells(b *strings.Builder, cells [][]string) {
+	width := map[int]int{}
 	for _, row := range cells {
 		for i, s := range row {
 			width[i] = max(width[i], len(s))
 		}
 	}
 	for _, row := range cells {
+		line := ""
 		for i, s := range row {
 			if i > 0 {
-				b.WriteString(" | ")
+				line += " | "
 			}
-			fmt.Fprintf(&b, "%-*s", width[i], s)
+			line += fmt.Sprintf("%-*s", width[i], s)
 		}
-		b.WriteString("\n")
+		b.WriteString(strings.TrimRight(line, " ") + "\n")
 	}
-	return strings.TrimRight(b.String(), "\n")
 }

@@ -17,6 +17,7 @@ mount -t tmpfs tmp /tmp
 echo 1 >/proc/sys/kernel/printk
 
 # VMT_MODULES, VMT_TRAFFIC, VMT_ECHO, VMT_COUNT, VMT_DEVICES
+# shellcheck source=/dev/null
 . /etc/vmtest.conf
 
 section() {
@@ -40,9 +41,18 @@ for m in $VMT_MODULES; do
 	insmod "/lib/modules/$m.ko" || echo "insmod $m failed"
 done
 
+# count prints how many of its arguments exist.
+count() {
+	k=0
+	for f in "$@"; do
+		[ -e "$f" ] && k=$((k + 1))
+	done
+	echo $k
+}
+
 # Wait for the NICs the harness gave the guest.
 n=0
-while [ "$(ls /sys/class/net | grep -c '^eth')" -lt "$VMT_DEVICES" ] && [ $n -lt 100 ]; do
+while [ "$(count /sys/class/net/eth*)" -lt "$VMT_DEVICES" ] && [ $n -lt 100 ]; do
 	sleep 0.1
 	n=$((n + 1))
 done
@@ -55,7 +65,7 @@ for d in /sys/class/net/eth*; do
 	[ -e "$d" ] || continue
 	dev=${d##*/}
 	ip link set "$dev" up
-	if [ "$(ls "$d/queues" | grep -c '^rx-')" -gt 1 ]; then
+	if [ "$(count "$d"/queues/rx-*)" -gt 1 ]; then
 		MQ=$dev
 		ip addr add 198.18.0.2/24 dev "$dev"
 	else
@@ -173,7 +183,9 @@ fi
 ncpu=$(nproc)
 phase() {
 	ph=$1 dev=$2 txq=$3 dst=$4
-	mask=$(cat "/sys/class/net/$dev/queues/$txq/xps_cpus" 2>/dev/null | tr -d ,)
+	mask=
+	read -r mask <"/sys/class/net/$dev/queues/$txq/xps_cpus" 2>/dev/null
+	mask=$(echo "$mask" | tr -d ,)
 	cpu=
 	c=0
 	while [ $c -lt "$ncpu" ]; do
