@@ -83,7 +83,7 @@ test-race:
 # a 1-CPU mipsel Malta) booted from Debian's kernels with the router build
 # inside; see vmtest/doc.go. Kernels and busybox are cached in out/vm-cache.
 test-vm: deps
-	PACKET_STEERING_VM=1 $(GO) test -count=1 -timeout 15m -v -run '^TestVM$$' ./vmtest/
+	PACKET_STEERING_VM=1 $(GO) test -count=1 -timeout 15m -parallel 3 -v -run '^TestVM$$' ./vmtest/
 
 # A short bounded run of every fuzz target (crashers are kept in testdata/fuzz).
 # A count, not a duration: with a duration, Go 1.26's fuzz coordinator can

@@ -576,7 +576,9 @@ func checkPhase(c *checker, dev, rxq, txq string, napi *napiView, irq *irqView, 
 		fails++
 		c.errorf("%s %s/%s: "+format, append([]any{dev, rxq, txq}, a...)...)
 	}
-	if r.received < r.sent*9/10 {
+	// Replies lost on a loaded host do not matter to where the work ran;
+	// most of them must come back for the counters to mean anything.
+	if r.received < r.sent/2 {
 		fail("only %d of %d echo datagrams came back", r.received, r.sent)
 	}
 	idx, _ := strconv.Atoi(strings.TrimPrefix(rxq, "rx-"))

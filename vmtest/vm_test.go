@@ -35,12 +35,18 @@ func TestVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	removeStaleNamespaces(t)
+	// The guests run in parallel (make test-vm passes -parallel 3): TCG
+	// keeps the host CPUs busy either way, and one guest's waits overlap
+	// another's work.
+	begin := time.Now()
+	t.Cleanup(func() { t.Logf("all guests: %v", time.Since(begin).Round(time.Second)) })
 	only := os.Getenv("PACKET_STEERING_VM_GUESTS") // e.g. "x86_64,arm64"
 	for _, g := range guests() {
 		if only != "" && !strings.Contains(","+only+",", ","+g.name+",") {
 			continue
 		}
 		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
 			start := time.Now()
 			ctx := context.Background()
 			logPath := filepath.Join(c.dir, "console-"+g.name+".log")
