@@ -68,7 +68,7 @@ func guests() []*guest {
 			machine: append([]string{"-M", "pc", "-cpu", "qemu64", "-smp", "4", "-m", "512"}, tcg...),
 			console: "ttyS0", cpus: 4, queues: 4,
 			modules: []string{"virtio_pci", "virtio_net"},
-			count:   1000, timeout: 240 * time.Second,
+			count:   1000, timeout: 6 * time.Minute,
 		},
 		{
 			name: "arm64", debArch: "arm64", kernelMeta: "linux-image-arm64", goarch: "arm64",
@@ -76,14 +76,14 @@ func guests() []*guest {
 			machine: append([]string{"-M", "virt,gic-version=3", "-cpu", "cortex-a53", "-smp", "4", "-m", "512"}, tcg...),
 			console: "ttyAMA0", cpus: 4, queues: 4,
 			modules: []string{"virtio_pci", "virtio_net"},
-			count:   500, timeout: 240 * time.Second,
+			count:   500, timeout: 6 * time.Minute,
 		},
 		{
 			name: "mipsel-malta", debArch: "mipsel", kernelMeta: "linux-image-4kc-malta", goarch: "mipsle", gomips: "softfloat",
 			qemu:    "qemu-system-mipsel",
 			machine: []string{"-M", "malta", "-cpu", "24Kf", "-m", "256"},
 			console: "ttyS0", cpus: 1,
-			timeout:    150 * time.Second,
+			timeout:    5 * time.Minute,
 			wantPolicy: "single-cpu",
 		},
 	}
