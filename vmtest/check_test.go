@@ -328,7 +328,6 @@ func maskToList(m string) string {
 
 // checker collects failures of one guest so the table is printed first.
 type checker struct {
-	t    *testing.T
 	errs []string
 }
 
@@ -338,7 +337,7 @@ func (c *checker) errorf(format string, a ...any) {
 
 // checkGuest checks everything the guest printed and prints its table.
 func checkGuest(t *testing.T, g *guest, con *consoleOut) {
-	c := &checker{t: t}
+	c := &checker{}
 	defer func() {
 		for _, e := range c.errs {
 			t.Error(e)
@@ -417,8 +416,10 @@ func checkGuest(t *testing.T, g *guest, con *consoleOut) {
 	checkKernel(c, plan, k)
 
 	if g.queues == 0 {
-		t.Logf("\n%s: policy %s, %d CPU; status, plan, apply (changed %d) and the daemon answer",
-			g.name, plan.Policy, st.Platform.CPUs, len(first.Changed))
+		t.Logf("\n%s: %d CPU; plan: policy %s, %d actions; apply: changed %d, failed %d; second apply: changed %d; "+
+			"daemon on the bus: status policy %s, in sync %v, get_queues %d devices, apply changed %d",
+			g.name, g.cpus, plan.Policy, len(plan.Actions), len(first.Changed), len(first.Failed), len(again.Changed),
+			st.Policy, st.InSync, len(q.Devices), len(viaDaemon.Changed))
 		return
 	}
 	mq, sq := con.info["mq"], con.info["sq"]
@@ -600,6 +601,8 @@ func checkPhase(c *checker, dev, rxq, txq string, napi *napiView, irq *irqView, 
 	// RX: the thread that did the work is the one paired with the queue,
 	// it ran on the planned CPU, and so did the packets (softnet).
 	switch {
+	case r.rxDeltaNS == 0:
+		fail("no RX NAPI thread of %s got CPU time", dev)
 	case napi == nil:
 		fail("queues pairs no NAPI thread with %s", rxq)
 	case r.rxThread.pid != napi.PID:
@@ -623,6 +626,8 @@ func checkPhase(c *checker, dev, rxq, txq string, napi *napiView, irq *irqView, 
 	// TX completion: the TX NAPI thread that did the work is the one paired
 	// with the tx queue and ran on its planned CPU.
 	switch {
+	case r.txDeltaNS == 0:
+		fail("no TX NAPI thread of %s got CPU time", dev)
 	case tx == nil:
 		fail("no %s", txq)
 	case tx.NAPI == nil:

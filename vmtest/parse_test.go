@@ -230,9 +230,11 @@ func TestCheckPhase(t *testing.T) {
 		{"tx planned elsewhere", rxRight, "0", &txView{Queue: "tx-1", NAPI: &napiView{PID: 20, Thread: "napi/eth0-0", WantCPUs: "0"}}, 1},
 		{"tx paired with another thread", rxRight, "0", &txView{Queue: "tx-1", NAPI: &napiView{PID: 21, Thread: "napi/eth0-0", WantCPUs: "2"}}, 1},
 	}
+	idle := r
+	idle.rxDeltaNS, idle.txDeltaNS = 0, 0
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := &checker{t: t}
+			c := &checker{}
 			var row queueRow
 			got := checkPhase(c, "eth0", "rx-1", "tx-1", tt.napi, nil, tt.rps, tt.tx, r, &row)
 			if got != tt.fails || len(c.errs) != tt.fails {
@@ -240,6 +242,13 @@ func TestCheckPhase(t *testing.T) {
 			}
 		})
 	}
+	t.Run("no thread got CPU time", func(t *testing.T) {
+		c := &checker{}
+		var row queueRow
+		if got := checkPhase(c, "eth0", "rx-1", "tx-1", rxRight, nil, "0", txRight, idle, &row); got != 2 {
+			t.Errorf("fails = %d (%q), want 2", got, c.errs)
+		}
+	})
 }
 
 // TestInitScript runs shellcheck on the guest's /init.

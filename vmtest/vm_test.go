@@ -66,7 +66,7 @@ func TestVM(t *testing.T) {
 					t.Fatal(err)
 				}
 				built = time.Since(start)
-				if out, err = boot(t, ctx, g, img, logPath); err != nil {
+				if out, err = boot(ctx, t, g, img, logPath); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -76,9 +76,20 @@ func TestVM(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !con.done {
-				t.Fatalf("the guest did not finish its script (console in %s)", logPath)
+				t.Fatalf("the guest did not finish its script; its console ended with:\n%s\n(all of it in %s)", tail(out, 8), logPath)
 			}
 			checkGuest(t, g, con)
 		})
 	}
+}
+
+// tail returns the last n non-empty lines of s.
+func tail(s string, n int) string {
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.TrimSpace(l) != "" {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
