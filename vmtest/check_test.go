@@ -139,28 +139,24 @@ type counters struct {
 	snap    platform.Snapshot
 }
 
-// parseTaskTimes reads utime+stime (fields 14 and 15) and processor
-// (field 39) of a /proc/PID/stat line (fs/proc/array.c do_task_stat); the
-// fields are counted after the comm's closing parenthesis, as comm may
-// hold spaces.
+// parseTaskTimes reads utime+stime (platform.ParseTaskTicks) and the
+// processor field (39) of a /proc/PID/stat line (fs/proc/array.c
+// do_task_stat): the CPU the thread last ran on. Fields are counted after
+// the comm's closing parenthesis, as comm may hold spaces.
 func parseTaskTimes(line string) (ticks uint64, processor int, err error) {
-	closing := strings.LastIndexByte(line, ')')
-	if closing < 0 {
-		return 0, 0, fmt.Errorf("stat: no (comm) field in %q", line)
+	ticks, err = platform.ParseTaskTicks([]byte(line))
+	if err != nil {
+		return 0, 0, fmt.Errorf("stat: %w", err)
 	}
-	rest := line[closing+1:]
-	f := strings.Fields(rest)
-	// f[0] is field 3 (state): field n is f[n-3].
-	if len(f) < 39-3+1 {
+	f := strings.Fields(line[strings.LastIndexByte(line, ')')+1:])
+	// f[0] is field 3 (state): field 39 is f[36].
+	if len(f) < 37 {
 		return 0, 0, fmt.Errorf("stat: %d fields after comm, want at least 37", len(f))
 	}
-	ut, err1 := strconv.ParseUint(f[14-3], 10, 64)
-	st, err2 := strconv.ParseUint(f[15-3], 10, 64)
-	cpu, err3 := strconv.Atoi(f[39-3])
-	if err1 != nil || err2 != nil || err3 != nil {
-		return 0, 0, fmt.Errorf("stat: bad utime/stime/processor in %q", line)
+	if processor, err = strconv.Atoi(f[39-3]); err != nil {
+		return 0, 0, fmt.Errorf("stat: bad processor field: %w", err)
 	}
-	return ut + st, cpu, nil
+	return ticks, processor, nil
 }
 
 func parseCounters(s string) (counters, error) {

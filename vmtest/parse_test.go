@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -253,9 +254,7 @@ func TestCheckPhase(t *testing.T) {
 
 // TestInitScript runs shellcheck on the guest's /init.
 func TestInitScript(t *testing.T) {
-	if _, err := exec.LookPath("shellcheck"); err != nil {
-		t.Skip("shellcheck not installed (scripts/deps.sh installs it)")
-	}
+	testenv.NeedTool(t, "shellcheck")
 	if out, err := exec.Command("shellcheck", "-s", "sh", "init.sh").CombinedOutput(); err != nil {
 		t.Errorf("shellcheck init.sh: %v\n%s", err, out)
 	}

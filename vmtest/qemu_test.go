@@ -72,7 +72,7 @@ func guests() []*guest {
 			// the emulated CPUs are starved ("IO-APIC + timer doesn't work!").
 			cmdline: "no_timer_check",
 			modules: []string{"virtio_pci", "virtio_net"},
-			count:   1000, timeout: 6 * time.Minute,
+			count:   600, timeout: 6 * time.Minute,
 		},
 		{
 			name: "arm64", debArch: "arm64", kernelMeta: "linux-image-arm64", goarch: "arm64",
@@ -80,7 +80,7 @@ func guests() []*guest {
 			machine: append([]string{"-M", "virt,gic-version=3", "-cpu", "cortex-a53", "-smp", "4", "-m", "512"}, tcg...),
 			console: "ttyAMA0", cpus: 4, queues: 4,
 			modules: []string{"virtio_pci", "virtio_net"},
-			count:   500, timeout: 6 * time.Minute,
+			count:   300, timeout: 6 * time.Minute,
 		},
 		{
 			name: "mipsel-malta", debArch: "mipsel", kernelMeta: "linux-image-4kc-malta", goarch: "mipsle", gomips: "softfloat",
