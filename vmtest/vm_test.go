@@ -1,7 +1,6 @@
 package vmtest
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,10 @@ const gateEnv = "PACKET_STEERING_VM"
 // (out/vm-cache/console-*.log) instead of booting the guests: for working
 // on the checks without waiting for the guests.
 const replayEnv = "PACKET_STEERING_VM_REPLAY"
+
+// guestsEnv, when set, is a comma-separated list of the guests to run
+// ("x86_64,arm64"); unset runs all.
+const guestsEnv = "PACKET_STEERING_VM_GUESTS"
 
 // TestVM boots each guest, runs packet-steering inside it and checks what
 // the kernel reports; it prints one table per guest.
@@ -52,15 +55,17 @@ func TestVM(t *testing.T) {
 	// another's work.
 	begin := time.Now()
 	t.Cleanup(func() { t.Logf("all guests: %v", time.Since(begin).Round(time.Second)) })
-	only := os.Getenv("PACKET_STEERING_VM_GUESTS") // e.g. "x86_64,arm64"
+	only := os.Getenv(guestsEnv)
+	ran := 0
 	for _, g := range guests() {
 		if only != "" && !strings.Contains(","+only+",", ","+g.name+",") {
 			continue
 		}
+		ran++
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()
 			start := time.Now()
-			ctx := context.Background()
+			ctx := t.Context()
 			logPath := filepath.Join(c.dir, "console-"+g.name+".log")
 			var (
 				out   string
@@ -92,6 +97,9 @@ func TestVM(t *testing.T) {
 			}
 			checkGuest(t, g, con)
 		})
+	}
+	if ran == 0 {
+		t.Fatalf("%s=%q names no guest", guestsEnv, only)
 	}
 }
 
