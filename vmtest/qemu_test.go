@@ -72,7 +72,7 @@ func guests() []*guest {
 			// the emulated CPUs are starved ("IO-APIC + timer doesn't work!").
 			cmdline: "no_timer_check",
 			modules: []string{"virtio_pci", "virtio_net"},
-			count:   600, timeout: 6 * time.Minute,
+			count:   1000, timeout: 6 * time.Minute,
 		},
 		{
 			name: "arm64", debArch: "arm64", kernelMeta: "linux-image-arm64", goarch: "arm64",
