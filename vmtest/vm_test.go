@@ -1,6 +1,7 @@
 package vmtest
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,7 +66,8 @@ func TestVM(t *testing.T) {
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()
 			start := time.Now()
-			ctx := t.Context()
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel)
 			logPath := filepath.Join(c.dir, "console-"+g.name+".log")
 			var (
 				out   string
