@@ -25,7 +25,7 @@ router_gcflags = $(if $(filter $(NOINLINE_ARCHS),$(1)),-gcflags=all=-l)
 router_ldflags = $(LDFLAGS)$(if $(filter $(NOINLINE_ARCHS),$(1)), -R 0x1000)
 export CGO_ENABLED := 0
 
-.PHONY: all build build-router test test-go test-race test-fuzz test-shell test-browser bench flood size demo deps vet clean
+.PHONY: all build build-router test test-go test-race test-fuzz test-shell test-browser test-vm bench flood size demo deps vet clean
 
 all: build
 
@@ -58,7 +58,7 @@ vet:
 
 # Everything: Go unit, kernel (netns) and fuzz-smoke tests, shell scripts,
 # and the browser test. Installs missing Debian/npm packages first.
-test: deps vet test-go test-race test-fuzz test-shell test-browser size
+test: deps vet test-go test-race test-fuzz test-shell test-browser size test-vm
 
 test-go:
 	$(GO) test -count=1 -timeout 20m ./...
@@ -78,6 +78,12 @@ test-go:
 RACE_PKGS := ./internal/ubus/... ./ubusobj ./internal/uci ./steering ./platform ./cmd/packet-steering
 test-race:
 	PACKET_STEERING_REQUIRE_KERNEL= CGO_ENABLED=1 $(GO) test -race -short -count=1 -timeout 20m $(RACE_PKGS)
+
+# QEMU guests (x86_64 and arm64 with 4 vCPUs and a 4-queue virtio-net NIC,
+# a 1-CPU mipsel Malta) booted from Debian's kernels with the router build
+# inside; see vmtest/doc.go. Kernels and busybox are cached in out/vm-cache.
+test-vm: deps
+	PACKET_STEERING_VM=1 $(GO) test -count=1 -timeout 15m -parallel 3 -v -run '^TestVM$$' ./vmtest/
 
 # A short bounded run of every fuzz target (crashers are kept in testdata/fuzz).
 # A count, not a duration: with a duration, Go 1.26's fuzz coordinator can

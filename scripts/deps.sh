@@ -3,6 +3,7 @@
 # that is already there. Usage: scripts/deps.sh [test|demo]
 set -eu
 
+if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
 want=""
 need() { command -v "$1" >/dev/null 2>&1 || want="$want $2"; }
 
@@ -15,18 +16,38 @@ if [ "${1:-test}" = test ]; then
 	need musl-gcc musl-tools
 	need iperf3 iperf3
 	need iptables-legacy-restore iptables
-	need busybox busybox
+	# The static build: the same package the VM guests get for their
+	# architecture (make test-vm); it provides the busybox command too.
+	need busybox busybox-static
 	need chromium chromium
 	need node nodejs
 	need npm npm
+	# make test-vm: QEMU guests, their initramfs.
+	need qemu-system-x86_64 qemu-system-x86
+	need qemu-system-aarch64 qemu-system-arm
+	need qemu-system-mipsel qemu-system-mips
+	need cpio cpio
 fi
 
 if [ -n "$want" ]; then
 	echo "deps: installing$want" >&2
-	if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
 	$SUDO apt-get update -qq
 	# shellcheck disable=SC2086
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $want >/dev/null
+fi
+
+# make test-vm fetches arm64 and mipsel kernels and busybox with
+# `apt-get download`, which needs those architectures in apt's lists.
+if [ "${1:-test}" = test ]; then
+	added=
+	for arch in arm64 mipsel; do
+		if ! dpkg --print-foreign-architectures | grep -qx "$arch"; then
+			echo "deps: adding the $arch architecture to apt (for make test-vm)" >&2
+			$SUDO dpkg --add-architecture "$arch"
+			added=1
+		fi
+	done
+	[ -z "$added" ] || $SUDO apt-get update -qq
 fi
 
 if [ "${1:-test}" = test ] && [ ! -d luci-app-packet-steering/test/node_modules/playwright-core ]; then

@@ -1,0 +1,214 @@
+#!/bin/busybox sh
+# /init of the VM test's initramfs (package vmtest). Runs packet-steering on
+# the guest's real root and prints what it did and what the kernel reports
+# between "=== BEGIN name" and "=== END name rc" lines on the console, for
+# the harness to parse. Ends with poweroff.
+# shellcheck shell=sh
+
+/bin/busybox mkdir -p /proc /sys /dev /sbin /usr/bin /usr/sbin
+/bin/busybox --install -s /bin
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs dev /dev 2>/dev/null
+mkdir -p /tmp /var/run/ubus /var/lock /etc/config
+mount -t tmpfs tmp /tmp
+# Kernel messages off the console: only the sections below go there.
+echo 1 >/proc/sys/kernel/printk
+
+# VMT_MODULES, VMT_TRAFFIC, VMT_ECHO, VMT_COUNT, VMT_DEVICES
+# shellcheck source=/dev/null
+. /etc/vmtest.conf
+
+section() {
+	name=$1
+	shift
+	echo "=== T $name $(cut -d' ' -f1 /proc/uptime)"
+	echo "=== BEGIN $name"
+	"$@" 2>&1
+	rc=$?
+	echo "=== END $name $rc"
+}
+
+finish() {
+	echo "=== T done $(cut -d' ' -f1 /proc/uptime)"
+	echo "=== DONE"
+	sync
+	poweroff -f
+}
+
+for m in $VMT_MODULES; do
+	insmod "/lib/modules/$m.ko" || echo "insmod $m failed"
+done
+
+# count prints how many of its arguments exist.
+count() {
+	k=0
+	for f in "$@"; do
+		[ -e "$f" ] && k=$((k + 1))
+	done
+	echo $k
+}
+
+# Wait for the NICs the harness gave the guest.
+n=0
+while [ "$(count /sys/class/net/eth*)" -lt "$VMT_DEVICES" ] && [ $n -lt 100 ]; do
+	sleep 0.1
+	n=$((n + 1))
+done
+
+# The multi-queue NIC (more than one rx queue) gets 198.18.0.2, the other
+# 198.18.1.2; threaded NAPI on both.
+MQ=
+SQ=
+for d in /sys/class/net/eth*; do
+	[ -e "$d" ] || continue
+	dev=${d##*/}
+	ip link set "$dev" up
+	if [ "$(count "$d"/queues/rx-*)" -gt 1 ]; then
+		MQ=$dev
+		ip addr add 198.18.0.2/24 dev "$dev"
+	else
+		SQ=$dev
+		ip addr add 198.18.1.2/24 dev "$dev"
+	fi
+	echo 1 >"$d/threaded"
+done
+echo "=== INFO mq=$MQ sq=$SQ cpus=$(nproc)"
+
+ps_=/usr/sbin/packet-steering
+sock=/var/run/ubus/ubus.sock
+
+# napi_pids lists the threaded-NAPI kernel threads (they exist once
+# `threaded` is on, and stay).
+napi_pids() {
+	for p in /proc/[0-9]*; do
+		read -r c <"$p/comm" 2>/dev/null || continue
+		case $c in
+		napi/*) echo "${p##*/}" ;;
+		esac
+	done
+}
+NAPI_PIDS=$(napi_pids)
+
+# kernel_state prints the kernel's own view of every knob, read directly
+# from the files (not through packet-steering). Shell builtins only in the
+# loops: a fork costs a lot on an emulated CPU.
+kernel_state() {
+	for f in /proc/irq/[0-9]*; do
+		read -r v <"$f/smp_affinity_list" 2>/dev/null || continue
+		echo "irq ${f##*/} $v"
+	done
+	for p in $NAPI_PIDS; do
+		read -r c <"/proc/$p/comm"
+		v=
+		while read -r k rest; do
+			[ "$k" = Cpus_allowed_list: ] && v=$rest
+		done <"/proc/$p/status"
+		echo "thread $p $c $v"
+	done
+	for q in /sys/class/net/*/queues/rx-*; do
+		d=${q%/queues/*}
+		read -r m <"$q/rps_cpus"
+		read -r n <"$q/rps_flow_cnt"
+		echo "rps ${d##*/} ${q##*/} $m $n"
+	done
+	for q in /sys/class/net/*/queues/tx-*; do
+		d=${q%/queues/*}
+		m=
+		read -r m <"$q/xps_cpus" 2>/dev/null
+		echo "xps ${d##*/} ${q##*/} $m"
+	done
+	read -r v </proc/sys/net/core/rps_sock_flow_entries
+	echo "sysctl rps_sock_flow_entries $v"
+	grep -E 'virtio|eth' /proc/interrupts
+	for d in /sys/class/net/eth*; do
+		echo "busdev ${d##*/} $(basename "$(readlink -f "$d/device")")"
+	done
+}
+
+# counters prints what the traffic phases compare: every NAPI thread's
+# /proc/PID/stat and schedstat, and the per-CPU softnet counters and IRQ
+# counts as packet-steering's snapshot reads them.
+counters() {
+	for p in $NAPI_PIDS; do
+		read -r s <"/proc/$p/stat"
+		read -r ss <"/proc/$p/schedstat"
+		echo "stat $s schedstat $ss"
+	done
+	printf 'snapshot '
+	$ps_ snapshot | tr -d '\n\t'
+	echo
+}
+
+section snapshot $ps_ snapshot
+section plan $ps_ plan --json
+section status-before $ps_ status
+section apply $ps_ apply --json --reason vmtest
+section queues $ps_ queues
+section queues-json $ps_ queues --json
+section state kernel_state
+section apply-again $ps_ apply --json --reason vmtest-again
+
+# The daemon on a ubus broker, driven with `packet-steering call`.
+/usr/bin/vmguest broker "$sock" &
+broker=$!
+n=0
+while [ ! -S "$sock" ] && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+$ps_ daemon --socket "$sock" 2>/tmp/daemon.log &
+daemon=$!
+n=0
+until $ps_ call --socket "$sock" --timeout 5 status >/dev/null 2>&1 || [ $n -ge 150 ]; do
+	sleep 0.2
+	n=$((n + 1))
+done
+section call-status $ps_ call --socket "$sock" --timeout 20 status
+section call-queues $ps_ call --socket "$sock" --timeout 20 get_queues
+section call-apply $ps_ call --socket "$sock" --timeout 20 apply '{"reason":"vmtest-daemon"}'
+kill "$daemon"
+wait "$daemon"
+echo "daemon exit $?"
+section daemon-log cat /tmp/daemon.log
+kill "$broker"
+wait "$broker"
+
+if [ "$VMT_TRAFFIC" != 1 ] || [ -z "$MQ" ]; then
+	finish
+fi
+
+# Traffic: for each tx queue of the multi-queue NIC, echo datagrams sent from
+# a CPU whose XPS mask holds that queue. The host's tap remembers which queue
+# each flow came from and sends the replies into the same queue pair, so
+# phase i loads rx-i and tx-i. The single-queue NIC gets one phase.
+ncpu=$(nproc)
+phase() {
+	ph=$1 dev=$2 txq=$3 dst=$4
+	mask=
+	read -r mask <"/sys/class/net/$dev/queues/$txq/xps_cpus" 2>/dev/null
+	mask=$(echo "$mask" | tr -d ,)
+	cpu=
+	c=0
+	while [ $c -lt "$ncpu" ]; do
+		if [ -n "$mask" ] && [ $(((0x$mask >> c) & 1)) = 1 ]; then
+			cpu=$c
+			break
+		fi
+		c=$((c + 1))
+	done
+	[ -n "$cpu" ] || cpu=${txq#tx-}
+	[ "$cpu" -lt "$ncpu" ] || cpu=0
+	# One round first so the ARP entry and the tap's flow entry exist.
+	/usr/bin/vmguest load -cpu "$cpu" -dst "$dst" -count 16 >/dev/null 2>&1
+	section "$ph-before" counters
+	section "$ph-load" /usr/bin/vmguest load -cpu "$cpu" -dst "$dst" -count "$VMT_COUNT"
+	section "$ph-after" counters
+	echo "=== PHASE $ph $dev $txq $cpu"
+}
+for q in /sys/class/net/"$MQ"/queues/tx-*; do
+	txq=${q##*/}
+	phase "load-$MQ-$txq" "$MQ" "$txq" "198.18.0.1:$VMT_ECHO"
+done
+if [ -n "$SQ" ]; then
+	phase "load-$SQ-tx-0" "$SQ" tx-0 "198.18.1.1:$VMT_ECHO"
+fi
+finish

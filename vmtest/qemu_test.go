@@ -1,0 +1,277 @@
+package vmtest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/packet-steering/packet-steering/internal/netnstest"
+)
+
+// echoPort is the UDP echo server's port on the host side of the taps.
+const echoPort = 9007
+
+// Tap names inside the test's own namespace: the multi-queue and the
+// single-queue NIC.
+const (
+	tapMQ = "vmtq0"
+	tapSQ = "vmtq1"
+)
+
+// guest is one QEMU machine.
+type guest struct {
+	name       string // subtest name
+	debArch    string // Debian architecture of the kernel and busybox
+	kernelMeta string // meta package naming the kernel
+	goarch     string
+	gomips     string
+	qemu       string
+	machine    []string // -M/-cpu/-accel/-smp
+	console    string
+	cmdline    string // kernel command line additions
+	cpus       int
+	queues     int      // queue pairs of the multi-queue NIC; 0: no NICs
+	modules    []string // loaded in the guest, with their dependencies
+	count      int      // echo datagrams per traffic phase
+	timeout    time.Duration
+	// wantPolicy is the policy the plan must choose ("" any).
+	wantPolicy string
+}
+
+// nics is how many NICs the guest gets.
+func (g *guest) nics() int {
+	if g.queues > 0 {
+		return 2
+	}
+	return 0
+}
+
+// guests are the machines TestVM boots, in order.
+func guests() []*guest {
+	tcg := []string{"-accel", "tcg,thread=multi"}
+	return []*guest{
+		{
+			name: "x86_64", debArch: "amd64", kernelMeta: "linux-image-amd64", goarch: "amd64",
+			qemu:    "qemu-system-x86_64",
+			machine: append([]string{"-M", "pc", "-cpu", "qemu64", "-smp", "4", "-m", "512"}, tcg...),
+			console: "ttyS0", cpus: 4, queues: 4,
+			// The boot-time check that the timer IRQ arrives times out when
+			// the emulated CPUs are starved ("IO-APIC + timer doesn't work!").
+			cmdline: "no_timer_check",
+			modules: []string{"virtio_pci", "virtio_net"},
+			count:   1000, timeout: 6 * time.Minute,
+		},
+		{
+			name: "arm64", debArch: "arm64", kernelMeta: "linux-image-arm64", goarch: "arm64",
+			qemu:    "qemu-system-aarch64",
+			machine: append([]string{"-M", "virt,gic-version=3", "-cpu", "cortex-a53", "-smp", "4", "-m", "512"}, tcg...),
+			console: "ttyAMA0", cpus: 4, queues: 4,
+			modules: []string{"virtio_pci", "virtio_net"},
+			count:   300, timeout: 6 * time.Minute,
+		},
+		{
+			name: "mipsel-malta", debArch: "mipsel", kernelMeta: "linux-image-4kc-malta", goarch: "mipsle", gomips: "softfloat",
+			qemu:    "qemu-system-mipsel",
+			machine: []string{"-M", "malta", "-cpu", "24Kf", "-m", "256"},
+			console: "ttyS0", cpus: 1,
+			timeout:    5 * time.Minute,
+			wantPolicy: "single-cpu",
+		},
+	}
+}
+
+// qemuArgs is the QEMU command line for g.
+func (g *guest) qemuArgs(img image) []string {
+	args := []string{"-nodefaults", "-display", "none", "-no-reboot", "-serial", "stdio", "-monitor", "none"}
+	args = append(args, g.machine...)
+	args = append(args, "-kernel", img.kernel, "-initrd", img.initrd,
+		"-append", strings.TrimSpace("console="+g.console+" rdinit=/init panic=-1 loglevel=1 "+g.cmdline))
+	if g.queues > 0 {
+		args = append(args,
+			"-netdev", fmt.Sprintf("tap,id=n0,ifname=%s,script=no,downscript=no,vhost=off,queues=%d", tapMQ, g.queues),
+			"-device", fmt.Sprintf("virtio-net-pci,netdev=n0,mq=on,vectors=%d,romfile=", 2*g.queues+2),
+			"-netdev", fmt.Sprintf("tap,id=n1,ifname=%s,script=no,downscript=no,vhost=off", tapSQ),
+			"-device", "virtio-net-pci,netdev=n1,romfile=",
+		)
+	}
+	return args
+}
+
+// staleNS matches the namespaces this package creates (netnstest names
+// them "<prefix>-<pid>-<random>").
+var staleNS = regexp.MustCompile(`^vm-([0-9]+)-[0-9a-f]{6}$`)
+
+// removeStaleNamespaces deletes namespaces left by an earlier run of this
+// test that was killed before its cleanup ran (its process is gone). The
+// taps and QEMU went with that process.
+func removeStaleNamespaces(t *testing.T) {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		m := staleNS.FindStringSubmatch(f[0])
+		if m == nil {
+			continue
+		}
+		pid, _ := strconv.Atoi(m[1])
+		if pid == os.Getpid() || syscall.Kill(pid, 0) == nil {
+			continue
+		}
+		if out, err := exec.Command("ip", "netns", "del", f[0]).CombinedOutput(); err != nil {
+			t.Logf("remove stale namespace %s: %v: %s", f[0], err, out)
+		}
+	}
+}
+
+// boot runs g in a namespace of its own until the guest powers off, and
+// returns the console output. QEMU, the taps and the namespace are removed
+// when the test ends, also when it fails.
+func boot(ctx context.Context, t *testing.T, g *guest, img image, logPath string) (string, error) {
+	ns := netnstest.New(t, "vm")
+	var echo net.PacketConn
+	if g.queues > 0 {
+		if err := ns.Do(func() error {
+			var err error
+			echo, err = net.ListenPacket("udp4", fmt.Sprintf("0.0.0.0:%d", echoPort))
+			return err
+		}); err != nil {
+			return "", fmt.Errorf("echo server: %w", err)
+		}
+		t.Cleanup(func() { echo.Close() })
+		go serveEcho(echo)
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	args := append([]string{"netns", "exec", ns.Name, g.qemu}, g.qemuArgs(img)...)
+	cmd := exec.Command("ip", args...)
+	// `ip netns exec` execs QEMU in this process: QEMU is killed with it
+	// when the test process dies, and removed here in every other case.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", fmt.Errorf("qemu: %w", err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		return "", fmt.Errorf("qemu: %w", err)
+	}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+		})
+	}
+	t.Cleanup(stop)
+
+	logf, err := os.Create(logPath)
+	if err != nil {
+		stop()
+		return "", fmt.Errorf("console log: %w", err)
+	}
+	defer logf.Close()
+	var (
+		mu   sync.Mutex
+		buf  strings.Builder
+		done = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(io.TeeReader(stdout, logf))
+		sc.Buffer(make([]byte, 1<<20), 4<<20)
+		for sc.Scan() {
+			mu.Lock()
+			buf.WriteString(strings.TrimRight(sc.Text(), "\r"))
+			buf.WriteByte('\n')
+			mu.Unlock()
+		}
+	}()
+
+	if g.queues > 0 {
+		if err := setupTaps(ctx, ns); err != nil {
+			stop()
+			return "", err
+		}
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		stop()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.String(), fmt.Errorf("%s: no poweroff within %v (console in %s)", g.name, g.timeout, logPath)
+	}
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	return buf.String(), nil
+}
+
+// setupTaps waits for QEMU to create the taps in the namespace and gives
+// the host side its addresses (198.18.0.1 multi-queue, 198.18.1.1 single).
+func setupTaps(ctx context.Context, ns *netnstest.NS) error {
+	for _, tap := range []struct{ name, addr string }{{tapMQ, "198.18.0.1/24"}, {tapSQ, "198.18.1.1/24"}} {
+		for {
+			if _, err := ns.Exec("ip", "link", "show", tap.name); err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("tap %s never appeared: %w", tap.name, ctx.Err())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		if out, err := ns.Exec("ip", "addr", "add", tap.addr, "dev", tap.name); err != nil {
+			return fmt.Errorf("tap %s: %w: %s", tap.name, err, out)
+		}
+		if out, err := ns.Exec("ip", "link", "set", tap.name, "up"); err != nil {
+			return fmt.Errorf("tap %s: %w: %s", tap.name, err, out)
+		}
+	}
+	return nil
+}
+
+// serveEcho sends every datagram back to where it came from until c is
+// closed.
+func serveEcho(c net.PacketConn) {
+	buf := make([]byte, 2048)
+	for {
+		n, addr, err := c.ReadFrom(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		_, _ = c.WriteTo(buf[:n], addr)
+	}
+}
+
+// repoRoot is the repository this package is in.
+func repoRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Dir(wd), nil
+}
