@@ -361,6 +361,27 @@ test('a virtio-net guest: rx rows with rx threads, tx rows with tx threads', { t
 	assert.deepEqual(consoleErrors, [], 'no console errors');
 });
 
+test('mt7621: one tx thread for 16 tx queues is one row', { timeout: 60000 }, async () => {
+	const dirM = path.join(tmp, 'mt7621');
+	const { proc, url: urlM } = await runDemo(dirM, '--preset', 'mt7621', '--pps', '0');
+	const pm = await context.newPage();
+	pm.on('console', (msg) => { if (msg.type() === 'error') consoleErrors.push(msg.text()); });
+	pm.on('pageerror', (err) => consoleErrors.push(`pageerror: ${err.message}`));
+	try {
+		await pm.goto(urlM);
+		await pm.waitForSelector('[data-device="eth0"] .ps-colhead', { timeout: 20000 });
+		const heads = await pm.$$eval('[data-device="eth0"] .ps-rowhead', (n) => n.map((e) => e.textContent));
+		assert.equal(heads.length, 2, `rows ${heads}`);
+		assert.match(heads[0], /^rx-0napi\/mtk_eth-258 /);
+		assert.match(heads[1], /^tx-0\.\.15napi\/mtk_eth-257 \[\d+\]/);
+	}
+	finally {
+		await pm.close();
+		await stopDemo(proc);
+	}
+	assert.deepEqual(consoleErrors, [], 'no console errors');
+});
+
 test('a 48-CPU machine: 48 columns, masks with comma groups', { timeout: 90000 }, async () => {
 	const dir48 = path.join(tmp, 'server48');
 	const { proc, url: url48 } = await runDemo(dir48, '--preset', 'server-48', '--pps', '0');

@@ -655,17 +655,30 @@ return view.extend({
 				row(rx.queue, sub, queueMarks(rx), [ 'irq', 'napi', 'rps' ], rx.adaptive);
 			});
 
-			(dev.tx || []).forEach(function(tx) {
+			/* Tx queues completed by one thread (mtk_soc_eth has one for all
+			 * 16) with the same XPS and no IRQ of their own share a row. */
+			var txs = dev.tx || [];
+			var sameTxRow = function(a, b) {
+				return a.napi && b.napi && a.napi.pid == b.napi.pid && !txOwnIRQ(dev, a) && !txOwnIRQ(dev, b) &&
+					a.xps_cpus == b.xps_cpus && (a.want_xps_cpus || '') == (b.want_xps_cpus || '');
+			};
+			for (var i = 0; i < txs.length; i++) {
+				var tx = txs[i];
 				if (!hasTxRow(dev, tx))
-					return;
+					continue;
+				var j = i;
+				while (j + 1 < txs.length && sameTxRow(txs[j + 1], tx))
+					j++;
+				var label = (j > i) ? tx.queue + '..' + txs[j].queue.replace(/^tx-/, '') : tx.queue;
 				var sub = [];
 				if (tx.napi)
 					sub.push(_('%s [%d]').format(tx.napi.thread || '', tx.napi.pid));
 				var irq = txOwnIRQ(dev, tx);
 				if (irq)
 					sub.push(_('IRQ %d %s').format(irq.irq, irq.name || ''));
-				row(tx.queue, sub, txMarks(dev, tx), [ 'irq', 'napi', 'xps' ]);
-			});
+				row(label, sub, txMarks(dev, tx), [ 'irq', 'napi', 'xps' ]);
+				i = j;
+			}
 
 			var xpsDiff = (dev.tx || []).filter(function(tx) {
 				return tx.want_xps_cpus != null && tx.want_xps_cpus !== '' &&
