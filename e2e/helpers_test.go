@@ -87,7 +87,7 @@ const daemonScript = `set -e
 r=$1
 mount --bind /sys "$r/sys"
 mount --bind /proc "$r/proc"
-exec chroot "$r" /usr/bin/packet-steering daemon --socket /var/run/ubus/ubus.sock --root /
+exec chroot "$r" /usr/bin/packet-steering daemon --log stderr --socket /var/run/ubus/ubus.sock --root /
 `
 
 // startDaemon starts the daemon in its own process group and registers its

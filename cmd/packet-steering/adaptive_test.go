@@ -277,7 +277,7 @@ func TestDaemonAdaptiveIdleCost(t *testing.T) {
 		}
 	}
 	_, sock := ubustest.Start(t)
-	cmd, err := testenv.HelperCommand("daemon", "PS_DAEMON_ARGS=daemon\x1f--socket\x1f"+sock+"\x1f--root\x1f"+root)
+	cmd, err := testenv.HelperCommand("daemon", "PS_DAEMON_ARGS=daemon\x1f--log\x1fstderr\x1f--socket\x1f"+sock+"\x1f--root\x1f"+root)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -593,7 +593,7 @@ func TestDaemonProcessSignals(t *testing.T) {
 	root := fixturetest.Root(t, "demo", nil)
 	_, sock := ubustest.Start(t)
 	events := listenApplied(t, sock)
-	cmd, err := testenv.HelperCommand("daemon", "PS_DAEMON_ARGS=daemon\x1f--socket\x1f"+sock+"\x1f--root\x1f"+root)
+	cmd, err := testenv.HelperCommand("daemon", "PS_DAEMON_ARGS=daemon\x1f--log\x1fstderr\x1f--socket\x1f"+sock+"\x1f--root\x1f"+root)
 	if err != nil {
 		t.Fatal(err)
 	}
