@@ -327,7 +327,10 @@ func TestDaemonSignature(t *testing.T) {
 }
 
 func TestDaemonConcurrentClients(t *testing.T) {
-	const clients, calls = 8, 500
+	clients, calls := 8, 500
+	if raceEnabled {
+		calls = 50 // the same interleavings, at the race detector's cost
+	}
 	root := fixturetest.Root(t, "demo", nil)
 	_, sock := ubustest.Start(t)
 	startDaemon(t, sock, steering.NewEngine(root))
