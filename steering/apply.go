@@ -124,7 +124,7 @@ func (x *knobIndex) resolveKnob(a Action) (knob, error) {
 		if err := queue(x.rx, "rx"); err != nil {
 			return k, err
 		}
-		k.path = "sys/class/net/" + a.Device + "/queues/" + a.Queue + "/" + a.Kind
+		k.path = "sys/class/net/" + a.Device + "/queues/" + a.Queue + "/" + string(a.Kind)
 	case KindXPSCPUs:
 		if err := queue(x.tx, "tx"); err != nil {
 			return k, err
@@ -154,7 +154,7 @@ func (x *knobIndex) resolveKnob(a Action) (knob, error) {
 
 // applyRank orders a device's writes: thread and IRQ placement first, then the
 // queue masks and flow counts, then system-wide sysctls.
-func applyRank(kind string) int {
+func applyRank(kind ActionKind) int {
 	switch kind {
 	case KindNAPIAffinity, KindIRQAffinity:
 		return 0
@@ -168,7 +168,7 @@ func applyRank(kind string) int {
 // sameValue compares a live value with a wanted one the way the kernel
 // means them: masks and cpu lists as sets, counts as numbers after the
 // kernel's rounding.
-func sameValue(kind, live, want string) bool {
+func sameValue(kind ActionKind, live, want string) bool {
 	switch kind {
 	case KindRPSCPUs, KindXPSCPUs, KindIRQAffinity:
 		return cpuset.SameMask(live, want)
@@ -345,7 +345,7 @@ func applyUnit(w Writer, x *knobIndex, unit string, acts []Action, dryRun, fresh
 // reverse order and marks its remaining actions as not attempted.
 func failUnit(w Writer, unit string, rest []Action, done []written, f Failure, res *Result) {
 	res.Failed = append(res.Failed, f)
-	what := f.Action.Kind + " on " + unit
+	what := string(f.Action.Kind) + " on " + unit
 	for i := len(done) - 1; i >= 0; i-- {
 		d := done[i]
 		if err := writeKnob(w, d.k, d.prev); err != nil && !vanished(err) {

@@ -140,7 +140,7 @@ func twoDeviceMachine() (*platform.Snapshot, *memWriter, []Action) {
 func kinds(acts []Action) []string {
 	var out []string
 	for _, a := range acts {
-		out = append(out, a.Kind+" "+knobID(a))
+		out = append(out, string(a.Kind)+" "+knobID(a))
 	}
 	return out
 }
@@ -371,7 +371,7 @@ func TestApplyPlanRejectsUnsafeNames(t *testing.T) {
 		{Kind: KindSysctl, Key: "kernel.core_pattern", Value: "|/bin/sh"},
 		{Kind: "bogus", Device: "eth0", Value: "1"},
 	} {
-		t.Run(a.Kind+" "+a.Device+" "+a.Queue+a.Key, func(t *testing.T) {
+		t.Run(string(a.Kind)+" "+a.Device+" "+a.Queue+a.Key, func(t *testing.T) {
 			w.reads, w.writes = nil, nil
 			res := ApplyPlan(context.Background(), w, snap, []Action{a}, false)
 			if len(res.Failed) != 1 || !strings.Contains(res.Failed[0].Error, "invalid argument") {
@@ -403,8 +403,9 @@ func TestApplyPlanDryRunAndCancel(t *testing.T) {
 
 func TestSameValue(t *testing.T) {
 	for _, tc := range []struct {
-		kind, live, want string
-		same             bool
+		kind       ActionKind
+		live, want string
+		same       bool
 	}{
 		{KindRPSCPUs, "00000000", "0", true},
 		{KindRPSCPUs, "0f", "f", true},
@@ -450,18 +451,18 @@ func TestVanished(t *testing.T) {
 // sys/class/net/<one name>/queues/<rx-N|tx-N>/ or one of the fixed procfs
 // knobs.
 func FuzzResolveKnob(f *testing.F) {
-	f.Add(KindRPSCPUs, "eth0", "rx-0", 0)
-	f.Add(KindXPSCPUs, "..", "tx-1", 0)
-	f.Add(KindRPSFlowCnt, ".", "rx-0", 0)
-	f.Add(KindRPSCPUs, "a/b", "rx-0/../../x", 0)
-	f.Add(KindIRQAffinity, "", "", 60)
-	f.Add(KindSysctl, "", "", 0)
+	f.Add(string(KindRPSCPUs), "eth0", "rx-0", 0)
+	f.Add(string(KindXPSCPUs), "..", "tx-1", 0)
+	f.Add(string(KindRPSFlowCnt), ".", "rx-0", 0)
+	f.Add(string(KindRPSCPUs), "a/b", "rx-0/../../x", 0)
+	f.Add(string(KindIRQAffinity), "", "", 60)
+	f.Add(string(KindSysctl), "", "", 0)
 	f.Fuzz(func(t *testing.T, kind, dev, queue string, irq int) {
 		snap := &platform.Snapshot{
 			Devices: []platform.Device{{Name: dev, RxQueues: []platform.RxQueue{{Name: queue}}, TxQueues: []platform.TxQueue{{Name: queue}}}},
 			IRQs:    []platform.IRQ{{Number: irq}},
 		}
-		k, err := newKnobIndex(snap).resolveKnob(Action{Kind: kind, Device: dev, Queue: queue, IRQ: irq, Key: queue})
+		k, err := newKnobIndex(snap).resolveKnob(Action{Kind: ActionKind(kind), Device: dev, Queue: queue, IRQ: irq, Key: queue})
 		if err != nil || k.thread {
 			return
 		}

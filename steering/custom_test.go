@@ -14,7 +14,7 @@ func withOverrides(m *machine, mode string, devs ...platform.DeviceOverride) *ma
 func actionMap(p *Plan) map[string]string {
 	out := map[string]string{}
 	for _, a := range p.Actions {
-		out[a.Kind+" "+a.Target()] = a.Value
+		out[string(a.Kind)+" "+a.Target()] = a.Value
 	}
 	return out
 }

@@ -100,7 +100,7 @@ func (m *machine) snap() *platform.Snapshot {
 func render(acts []Action) []string {
 	out := make([]string, len(acts))
 	for i, a := range acts {
-		out[i] = a.Kind + " " + a.Target() + " " + a.Value
+		out[i] = string(a.Kind) + " " + a.Target() + " " + a.Value
 	}
 	return out
 }

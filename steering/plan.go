@@ -216,7 +216,7 @@ func roundUpPow2(n int) int {
 
 // actionKey identifies one knob.
 type actionKey struct {
-	kind   string
+	kind   ActionKind
 	device string
 	queue  string
 	pid    int
@@ -315,7 +315,7 @@ func (b *builder) irq(irq *platform.IRQ, set cpuset.Set) {
 }
 
 // kindRank orders the kinds: device knobs, threads, IRQs, sysctl.
-func kindRank(kind string) (group, within int) {
+func kindRank(kind ActionKind) (group, within int) {
 	switch kind {
 	case KindRPSCPUs:
 		return 0, 0

@@ -295,7 +295,7 @@ func TestLegacyBeyondBounds(t *testing.T) {
 	p := plan(t, m.snap(), ModeLegacy)
 	got := map[string]string{}
 	for _, a := range p.Actions {
-		got[a.Kind+" "+a.Target()] = a.Value
+		got[string(a.Kind)+" "+a.Target()] = a.Value
 	}
 	checks := map[string]string{
 		"rps_cpus eth0/rx-2":                   "8",          // CPU 3

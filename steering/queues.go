@@ -109,15 +109,16 @@ func QueueViews(snap *platform.Snapshot, p *Plan, device string) []DeviceQueues 
 
 // knobID names the knob an action sets, independent of its value.
 func knobID(a Action) string {
+	kind := string(a.Kind)
 	switch a.Kind {
 	case KindNAPIAffinity:
-		return a.Kind + " " + strconv.Itoa(a.PID)
+		return kind + " " + strconv.Itoa(a.PID)
 	case KindIRQAffinity:
-		return a.Kind + " " + strconv.Itoa(a.IRQ)
+		return kind + " " + strconv.Itoa(a.IRQ)
 	case KindSysctl:
-		return a.Kind + " " + a.Key
+		return kind + " " + a.Key
 	}
-	return a.Kind + " " + a.Device + " " + a.Queue
+	return kind + " " + a.Device + " " + a.Queue
 }
 
 // maskToList shows a kernel hex mask as a cpu list; "" and unparsable

@@ -78,7 +78,7 @@ func (e *Engine) Release(ctx context.Context, dryRun bool) (*Result, error) {
 			return nil, err
 		}
 		for _, a := range ReleaseActions(snap, p, def) {
-			if k := a.Kind + " " + a.Target(); !seen[k] {
+			if k := string(a.Kind) + " " + a.Target(); !seen[k] {
 				seen[k] = true
 				actions = append(actions, a)
 			}

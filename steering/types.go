@@ -18,14 +18,18 @@ const (
 // Modes lists every mode in the order they are shown to users.
 var Modes = []Mode{ModeOff, ModeLegacy, ModeAll, ModeAuto, ModeCustom, ModeAdaptive}
 
+// ActionKind is the kind of knob an Action sets; its string is the "kind"
+// field of plan, apply and set_mode replies.
+type ActionKind string
+
 // Action kinds.
 const (
-	KindRPSCPUs      = "rps_cpus"
-	KindRPSFlowCnt   = "rps_flow_cnt"
-	KindXPSCPUs      = "xps_cpus"
-	KindNAPIAffinity = "napi_affinity"
-	KindIRQAffinity  = "irq_affinity"
-	KindSysctl       = "sysctl"
+	KindRPSCPUs      ActionKind = "rps_cpus"
+	KindRPSFlowCnt   ActionKind = "rps_flow_cnt"
+	KindXPSCPUs      ActionKind = "xps_cpus"
+	KindNAPIAffinity ActionKind = "napi_affinity"
+	KindIRQAffinity  ActionKind = "irq_affinity"
+	KindSysctl       ActionKind = "sysctl"
 )
 
 // Plan is the full desired state of every knob a mode manages, whether or not
@@ -47,16 +51,16 @@ type Plan struct {
 // Action is one knob's desired value. Masks (rps_cpus, xps_cpus, irq_affinity)
 // are kernel hex masks; napi_affinity is a cpu list.
 type Action struct {
-	Kind    string `json:"kind"`
-	Device  string `json:"device,omitempty"`
-	Queue   string `json:"queue,omitempty"`
-	PID     int    `json:"pid,omitempty"`
-	Thread  string `json:"thread,omitempty"`
-	IRQ     int    `json:"irq,omitempty"`
-	Name    string `json:"name,omitempty"`
-	Key     string `json:"key,omitempty"`
-	Value   string `json:"value"`
-	Current string `json:"current"`
+	Kind    ActionKind `json:"kind"`
+	Device  string     `json:"device,omitempty"`
+	Queue   string     `json:"queue,omitempty"`
+	PID     int        `json:"pid,omitempty"`
+	Thread  string     `json:"thread,omitempty"`
+	IRQ     int        `json:"irq,omitempty"`
+	Name    string     `json:"name,omitempty"`
+	Key     string     `json:"key,omitempty"`
+	Value   string     `json:"value"`
+	Current string     `json:"current"`
 }
 
 // Hint is advice about a setting that cannot work or fights the plan.

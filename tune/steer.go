@@ -43,7 +43,7 @@ func newMachine(e *steering.Engine, w steering.Writer) *machine {
 }
 
 // knobKey identifies a knob across plans.
-func knobKey(a steering.Action) string { return a.Kind + " " + a.Target() }
+func knobKey(a steering.Action) string { return string(a.Kind) + " " + a.Target() }
 
 // planCandidate plans candidate c on snapshot s. A mode candidate is the
 // mode's plan. A custom candidate is custom mode with the user's

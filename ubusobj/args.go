@@ -55,12 +55,47 @@ func (p ArgPolicy) accepts(t ubus.Type) bool {
 	return t == p.Type
 }
 
-// Args is a call's arguments after validation: each present argument of the
-// policy with the right type and a value its check accepted.
+// Args is a call's arguments after validation: for each argument of the
+// policy, in order, its value and whether it was given.
 type Args struct {
-	policy []ArgPolicy
-	vals   []ubus.Attr
-	set    []bool
+	vals []ubus.Attr
+	set  []bool
+}
+
+// Field is one argument of a method whose decoded arguments are a T: its
+// policy and how a validated value is stored in T. Set names a field of T,
+// so a misspelt field does not compile; the wire name exists only in the
+// policy, the one place both the signature and validation read it from.
+type Field[T any] struct {
+	ArgPolicy
+	// Set stores a value the policy accepted into the argument struct.
+	Set func(dst *T, a ubus.Attr)
+}
+
+// decodeArgs validates attrs against fields (ParseArgs) and decodes them
+// into a copy of defaults: an argument not given keeps its default.
+func decodeArgs[T any](fields []Field[T], defaults T, attrs []ubus.Attr) (T, error) {
+	vals, err := ParseArgs(policies(fields), attrs)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	out := defaults
+	for i, f := range fields {
+		if vals.set[i] {
+			f.Set(&out, vals.vals[i])
+		}
+	}
+	return out, nil
+}
+
+// policies returns the policy of each field, in order.
+func policies[T any](fields []Field[T]) []ArgPolicy {
+	out := make([]ArgPolicy, len(fields))
+	for i, f := range fields {
+		out[i] = f.ArgPolicy
+	}
+	return out
 }
 
 // ParseArgs validates attrs against policy. It refuses, with an error that
@@ -70,7 +105,7 @@ type Args struct {
 // unnamed or repeated argument, a value of the wrong type, a value its check
 // refuses, a missing required argument.
 func ParseArgs(policy []ArgPolicy, attrs []ubus.Attr) (Args, error) {
-	a := Args{policy: policy, vals: make([]ubus.Attr, len(policy)), set: make([]bool, len(policy))}
+	a := Args{vals: make([]ubus.Attr, len(policy)), set: make([]bool, len(policy))}
 	for _, at := range attrs {
 		if at.Name == RPCSessionArg && at.Type == ubus.TypeString {
 			continue // added by uhttpd-mod-ubus to every call from LuCI
@@ -128,38 +163,6 @@ func policyNames(policy []ArgPolicy) string {
 		names[i] = p.Name
 	}
 	return strings.Join(names, ", ")
-}
-
-// lookup returns the validated attribute called name, if it was given. A
-// name outside the policy is never given.
-func (a Args) lookup(name string) (ubus.Attr, bool) {
-	i := policyIndex(a.policy, name)
-	if i < 0 {
-		return ubus.Attr{}, false
-	}
-	return a.vals[i], a.set[i]
-}
-
-// String returns the string argument name, or def when it was not given.
-func (a Args) String(name, def string) string {
-	if v, ok := a.lookup(name); ok {
-		return v.Str
-	}
-	return def
-}
-
-// Int returns the integer argument name and whether it was given.
-func (a Args) Int(name string) (int, bool) {
-	v, ok := a.lookup(name)
-	return int(v.Int), ok
-}
-
-// Bool returns the boolean argument name, or def when it was not given.
-func (a Args) Bool(name string, def bool) bool {
-	if v, ok := a.lookup(name); ok {
-		return v.Bool()
-	}
-	return def
 }
 
 // IFNAMSIZ is the kernel's size of an interface name including its NUL

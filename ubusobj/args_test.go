@@ -85,35 +85,54 @@ func TestParseArgs(t *testing.T) {
 	}
 }
 
-func TestArgsAccessors(t *testing.T) {
-	args, err := ParseArgs(policyOf(t, "set_mode"), []ubus.Attr{
-		ubus.String("mode", "all"), ubus.Int64("flows", 300), ubus.Bool("persist", false)})
-	if err != nil {
-		t.Fatal(err)
+func TestDecodeArgs(t *testing.T) {
+	type testArgs struct {
+		Name  string
+		Count *int
+		On    bool
 	}
-	if got := args.String("mode", ""); got != "all" {
-		t.Errorf("mode = %q", got)
+	fields := []Field[testArgs]{
+		{ArgPolicy{Name: "name", Type: ubus.TypeString}, func(d *testArgs, a ubus.Attr) { d.Name = a.Str }},
+		{ArgPolicy{Name: "count", Type: ubus.TypeInt32, Check: checkFlows}, func(d *testArgs, a ubus.Attr) { n := int(a.Int); d.Count = &n }},
+		{ArgPolicy{Name: "on", Type: ubus.TypeBool}, func(d *testArgs, a ubus.Attr) { d.On = a.Bool() }},
 	}
-	if n, ok := args.Int("flows"); !ok || n != 300 {
-		t.Errorf("flows = %d, %v", n, ok)
+	defaults := testArgs{Name: "default", On: true}
+	tests := []struct {
+		name    string
+		args    []ubus.Attr
+		want    testArgs
+		wantErr string
+	}{
+		{"defaults", nil, testArgs{Name: "default", On: true}, ""},
+		{"all given", []ubus.Attr{ubus.String("name", "x"), ubus.Int64("count", 300), ubus.Bool("on", false)}, testArgs{Name: "x", Count: ptr(300), On: false}, ""},
+		{"count only", []ubus.Attr{ubus.Int32("count", 0)}, testArgs{Name: "default", Count: ptr(0), On: true}, ""},
+		{"misspelt", []ubus.Attr{ubus.Bool("onn", false)}, testArgs{}, `unknown argument "onn"`},
+		{"bad value", []ubus.Attr{ubus.Int32("count", -1)}, testArgs{}, "outside 0.."},
 	}
-	if args.Bool("persist", true) {
-		t.Error("persist = true, want the given false")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := decodeArgs(fields, defaults, tt.args)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || ubus.StatusOf(err) != ubus.StatusInvalidArgument {
+					t.Fatalf("err = %v, want INVALID_ARGUMENT containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Name != tt.want.Name || got.On != tt.want.On || (got.Count == nil) != (tt.want.Count == nil) ||
+				(got.Count != nil && *got.Count != *tt.want.Count) {
+				t.Errorf("decoded %+v, want %+v", got, tt.want)
+			}
+		})
 	}
-	if _, ok := args.Int("nonexistent"); ok {
-		t.Error("a name outside the policy reads as given")
-	}
-	none, err := ParseArgs(policyOf(t, "set_mode"), []ubus.Attr{ubus.String("mode", "off")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !none.Bool("persist", true) {
-		t.Error("persist default not applied")
-	}
-	if _, ok := none.Int("flows"); ok {
-		t.Error("flows reads as given")
+	if defaults.Name != "default" || defaults.Count != nil || !defaults.On {
+		t.Errorf("defaults changed to %+v", defaults)
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // The signature is built from the same table that validates: every
 // argument the signature names is accepted with its own type, and the
@@ -179,15 +198,23 @@ func FuzzParseArgs(f *testing.F) {
 					t.Fatalf("%s accepted unknown argument %q", m.Name, at.Name)
 				}
 			}
-			if n, ok := a.Int("flows"); ok && (n < 0 || n > steering.MaxFlows) {
-				t.Fatalf("%s accepted flows %d", m.Name, n)
+			get := func(name string) (ubus.Attr, bool) {
+				i := policyIndex(m.Args, name)
+				if i < 0 {
+					return ubus.Attr{}, false
+				}
+				return a.vals[i], a.set[i]
 			}
-			if d := a.String("device", "eth0"); checkDevice(ubus.String("device", d)) != nil {
-				t.Fatalf("%s accepted device %q", m.Name, d)
+			if v, ok := get("flows"); ok && (v.Int < 0 || v.Int > steering.MaxFlows) {
+				t.Fatalf("%s accepted flows %d", m.Name, v.Int)
+			}
+			if v, ok := get("device"); ok && checkDevice(v) != nil {
+				t.Fatalf("%s accepted device %q", m.Name, v.Str)
 			}
 			if m.Name == "set_mode" {
-				if _, err := steering.ParseMode(a.String("mode", "")); err != nil {
-					t.Fatalf("set_mode accepted mode %q", a.String("mode", ""))
+				v, ok := get("mode")
+				if _, err := steering.ParseMode(v.Str); !ok || err != nil {
+					t.Fatalf("set_mode accepted mode %q", v.Str)
 				}
 			}
 		}

@@ -74,38 +74,81 @@ type Options struct {
 }
 
 // Method is one row of the method table: the name, the argument policies
-// (signature and validation at once) and the call that builds the reply.
+// (signature and validation at once) and the call that decodes the
+// arguments with them and builds the reply.
 type Method struct {
 	Name string
 	Args []ArgPolicy
-	call func(o *Object, ctx context.Context, a Args) (any, error)
+	call func(o *Object, ctx context.Context, args []ubus.Attr) (any, error)
+}
+
+// method builds a row whose arguments decode into a T: fields is the one
+// policy table of the method (wire names, types, checks) and says where
+// each value goes in T; defaults holds the value of an argument not given.
+func method[T any](name string, defaults T, fields []Field[T], run func(o *Object, ctx context.Context, a T) (any, error)) Method {
+	return Method{Name: name, Args: policies(fields), call: func(o *Object, ctx context.Context, args []ubus.Attr) (any, error) {
+		a, err := decodeArgs(fields, defaults, args)
+		if err != nil {
+			return nil, err
+		}
+		return run(o, ctx, a)
+	}}
+}
+
+// noArgs is the argument struct of status.
+type noArgs struct{}
+
+// queuesArgs is the argument struct of get_queues.
+type queuesArgs struct {
+	Device string // "" = every device
+}
+
+// applyArgs is the argument struct of apply.
+type applyArgs struct {
+	Reason string
+	Device string // "" = every device
+	DryRun bool
+}
+
+// setModeArgs is the argument struct of set_mode.
+type setModeArgs struct {
+	Mode    steering.Mode
+	Flows   *int // nil = unchanged
+	Persist bool
 }
 
 // Methods returns the object's method table, in the order `ubus -v list`
 // shows it.
 func Methods() []Method {
 	return []Method{
-		{Name: "status", call: (*Object).callStatus},
-		{Name: "get_queues", call: (*Object).callQueues, Args: []ArgPolicy{
-			{Name: "device", Type: ubus.TypeString, Check: checkDevice,
+		method("status", noArgs{}, nil, (*Object).callStatus),
+		method("get_queues", queuesArgs{}, []Field[queuesArgs]{
+			{ArgPolicy{Name: "device", Type: ubus.TypeString, Check: checkDevice,
 				Doc: "only this netdev (default: every device)"},
-		}},
-		{Name: "apply", call: (*Object).callApply, Args: []ArgPolicy{
-			{Name: "reason", Type: ubus.TypeString, Check: checkReason,
+				func(d *queuesArgs, a ubus.Attr) { d.Device = a.Str }},
+		}, (*Object).callQueues),
+		method("apply", applyArgs{Reason: DefaultReason}, []Field[applyArgs]{
+			{ArgPolicy{Name: "reason", Type: ubus.TypeString, Check: checkReason,
 				Doc: "why, recorded in status and the event (default \"" + DefaultReason + "\")"},
-			{Name: "device", Type: ubus.TypeString, Check: checkDevice,
+				func(d *applyArgs, a ubus.Attr) { d.Reason = a.Str }},
+			{ArgPolicy{Name: "device", Type: ubus.TypeString, Check: checkDevice,
 				Doc: "only this netdev's knobs (default: every device)"},
-			{Name: "dry_run", Type: ubus.TypeBool,
+				func(d *applyArgs, a ubus.Attr) { d.Device = a.Str }},
+			{ArgPolicy{Name: "dry_run", Type: ubus.TypeBool,
 				Doc: "report what would change, write nothing"},
-		}},
-		{Name: "set_mode", call: (*Object).callSetMode, Args: []ArgPolicy{
-			{Name: "mode", Type: ubus.TypeString, Required: true, Check: checkMode,
+				func(d *applyArgs, a ubus.Attr) { d.DryRun = a.Bool() }},
+		}, (*Object).callApply),
+		method("set_mode", setModeArgs{Persist: true}, []Field[setModeArgs]{
+			{ArgPolicy{Name: "mode", Type: ubus.TypeString, Required: true, Check: checkMode,
 				Doc: "off, legacy, all, auto, custom or adaptive"},
-			{Name: "flows", Type: ubus.TypeInt32, Check: checkFlows,
+				func(d *setModeArgs, a ubus.Attr) { d.Mode = steering.Mode(a.Str) }},
+			{ArgPolicy{Name: "flows", Type: ubus.TypeInt32, Check: checkFlows,
 				Doc: "rps_flow_cnt per rx queue, 0 to steering.MaxFlows (default: unchanged)"},
-			{Name: "persist", Type: ubus.TypeBool,
+				func(d *setModeArgs, a ubus.Attr) { n := int(a.Int); d.Flows = &n }},
+			{ArgPolicy{Name: "persist", Type: ubus.TypeBool,
 				Doc: "write the choice to UCI (default true)"},
-		}},
+				func(d *setModeArgs, a ubus.Attr) { d.Persist = a.Bool() }},
+		}, (*Object).callSetMode),
 	}
 }
 
@@ -222,47 +265,56 @@ func (o *Object) handler(m Method) ubus.Handler {
 		// Counted out once the reply is on the wire: Drain returning lets the
 		// daemon close the connection, which must not lose this reply.
 		req.AfterReply = o.inflight.Done
-		args, err := ParseArgs(m.Args, req.Args)
-		if err != nil {
-			o.log.Debug("refused call", "method", m.Name, "peer", fmt.Sprintf("%08x", req.Peer), "err", err)
-			return nil, err
-		}
-		v, err := m.call(o, ctx, args)
-		if err != nil {
-			err = o.callError(m.Name, err)
-			if errors.Is(err, ubus.StatusUnknownError) {
-				// The caller did nothing wrong: say what failed (a config
-				// file refused, a read-only directory) with the status.
-				return []ubus.Attr{ubus.String("error", errorText(err))}, err
-			}
-			return nil, err
-		}
-		reply, err := o.enc.encodeReply(v)
-		if err != nil {
-			o.log.Error("encode reply", "method", m.Name, "err", err)
-			return nil, fmt.Errorf("%w: encode %s reply: %w", ubus.StatusUnknownError, m.Name, err)
-		}
-		return reply, nil
+		return o.invoke(ctx, m, req.Args, fmt.Sprintf("%08x", req.Peer))
 	}
+}
+
+// Call runs one call of the method name with args as a ubus call would,
+// without the bus: the same validation, engine call and reply. Errors wrap
+// the ubus status the daemon would reply (ubus.StatusOf finds it):
+// METHOD_NOT_FOUND for a method not in the table, INVALID_ARGUMENT for the
+// caller's mistakes, UNKNOWN_ERROR for the rest. The rpcd plugin serves
+// the object with it.
+func (o *Object) Call(ctx context.Context, name string, args []ubus.Attr) ([]ubus.Attr, error) {
+	for _, m := range Methods() {
+		if m.Name == name {
+			return o.invoke(ctx, m, args, "exec")
+		}
+	}
+	return nil, fmt.Errorf("%w: %q", ubus.StatusMethodNotFound, name)
+}
+
+// invoke decodes args with m's policy, runs m and encodes its reply; peer
+// names the caller in the log.
+func (o *Object) invoke(ctx context.Context, m Method, args []ubus.Attr, peer string) ([]ubus.Attr, error) {
+	v, err := m.call(o, ctx, args)
+	if err != nil {
+		return nil, o.callError(m.Name, peer, err)
+	}
+	reply, err := o.enc.encodeReply(v)
+	if err != nil {
+		o.log.Error("encode reply", "method", m.Name, "err", err)
+		return nil, fmt.Errorf("%w: encode %s reply: %w", ubus.StatusUnknownError, m.Name, err)
+	}
+	return reply, nil
 }
 
 // callError maps an engine error to the status replied: INVALID_ARGUMENT for
 // the caller's mistakes, UNKNOWN_ERROR (logged) for everything else.
-func (o *Object) callError(method string, err error) error {
-	if errors.Is(err, steering.ErrInvalid) || errors.Is(err, errArg) {
-		o.log.Debug("refused call", "method", method, "err", err)
+func (o *Object) callError(method, peer string, err error) error {
+	if errors.Is(err, errArg) {
+		o.log.Debug("refused call", "method", method, "peer", peer, "err", err)
+		return err
+	}
+	if errors.Is(err, steering.ErrInvalid) {
+		o.log.Debug("refused call", "method", method, "peer", peer, "err", err)
 		return fmt.Errorf("%w: %w", ubus.StatusInvalidArgument, err)
 	}
 	o.log.Error("call failed", "method", method, "err", err)
 	return fmt.Errorf("%w: %s: %w", ubus.StatusUnknownError, method, err)
 }
 
-// errorText is err's message without the status prefix callError adds.
-func errorText(err error) string {
-	return strings.TrimPrefix(err.Error(), ubus.StatusUnknownError.Error()+": ")
-}
-
-func (o *Object) callStatus(ctx context.Context, _ Args) (any, error) {
+func (o *Object) callStatus(ctx context.Context, _ noArgs) (any, error) {
 	st, err := o.engine.Status(ctx)
 	if err != nil {
 		return nil, err
@@ -281,8 +333,8 @@ type queuesReply struct {
 	Devices []steering.DeviceQueues `json:"devices"`
 }
 
-func (o *Object) callQueues(ctx context.Context, a Args) (any, error) {
-	dev := a.String("device", "")
+func (o *Object) callQueues(ctx context.Context, a queuesArgs) (any, error) {
+	dev := a.Device
 	devs, err := o.engine.Queues(ctx, dev)
 	if err != nil {
 		return nil, err
@@ -304,27 +356,16 @@ func (o *Object) callQueues(ctx context.Context, a Args) (any, error) {
 	return queuesReply{Devices: devs}, nil
 }
 
-func (o *Object) callApply(ctx context.Context, a Args) (any, error) {
-	res, err := o.Apply(ctx, steering.ApplyRequest{
-		Reason: a.String("reason", DefaultReason),
-		Device: a.String("device", ""),
-		DryRun: a.Bool("dry_run", false),
-	})
+func (o *Object) callApply(ctx context.Context, a applyArgs) (any, error) {
+	res, err := o.Apply(ctx, steering.ApplyRequest{Reason: a.Reason, Device: a.Device, DryRun: a.DryRun})
 	if err != nil {
 		return nil, err
 	}
 	return normalise(res), nil
 }
 
-func (o *Object) callSetMode(ctx context.Context, a Args) (any, error) {
-	req := steering.SetModeRequest{
-		Mode:    steering.Mode(a.String("mode", "")),
-		Persist: a.Bool("persist", true),
-	}
-	if n, ok := a.Int("flows"); ok {
-		req.Flows = &n
-	}
-	res, err := o.SetMode(ctx, req)
+func (o *Object) callSetMode(ctx context.Context, a setModeArgs) (any, error) {
+	res, err := o.SetMode(ctx, steering.SetModeRequest{Mode: a.Mode, Flows: a.Flows, Persist: a.Persist})
 	if err != nil {
 		return nil, err
 	}
