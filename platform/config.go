@@ -18,7 +18,7 @@ import (
 //	network        first `globals` section (the stock init script reads
 //	               network.@globals[0]): packet_steering, steering_flows
 //	firewall       @defaults[0]: flow_offloading, flow_offloading_hw
-//	packet_steering (optional) globals: mode, flows; `config device`
+//	packet_steering (optional) globals: mode, flows, daemon; `config device`
 //	               sections: name, rps_cpus, xps_cpus, napi_cpus, flows,
 //	               list queue_rps 'rx-1=2'
 //
@@ -185,6 +185,7 @@ func steeringConfig(p *uci.Package, c *Config) *SteeringConfig {
 	if s := firstOfType(p, "globals"); s != nil {
 		sc.Mode, _ = s.Get("mode")
 		sc.Flows, _ = s.Get("flows")
+		sc.Daemon, _ = s.Get("daemon")
 	}
 	for _, s := range p.SectionsOfType("device") {
 		var o DeviceOverride

@@ -189,8 +189,11 @@ type Config struct {
 
 // SteeringConfig is /etc/config/packet_steering.
 type SteeringConfig struct {
-	Mode    string           `json:"mode,omitempty"`  // globals.mode, raw
-	Flows   string           `json:"flows,omitempty"` // globals.flows, raw
+	Mode  string `json:"mode,omitempty"`  // globals.mode, raw
+	Flows string `json:"flows,omitempty"` // globals.flows, raw
+	// Daemon is globals.daemon, raw: who serves the ubus object (the
+	// daemon, or rpcd running the same binary as an exec plugin).
+	Daemon  string           `json:"daemon,omitempty"`
 	Devices []DeviceOverride `json:"devices,omitempty"`
 }
 

@@ -71,7 +71,7 @@ func TestAdaptMovesThroughTheEngine(t *testing.T) {
 	}
 	var kinds []string
 	for _, a := range res.Changed {
-		kinds = append(kinds, a.Kind+" "+a.Value)
+		kinds = append(kinds, string(a.Kind)+" "+a.Value)
 	}
 	if strings.Join(kinds, ",") != "napi_affinity 0,irq_affinity 1" {
 		t.Errorf("changed %v, want the thread and the IRQ of rx-1 on CPU 0", kinds)
@@ -210,7 +210,7 @@ func TestAdaptiveSampleOnFixture(t *testing.T) {
 // while on, as a kernel refusing an IRQ placement would (EIO).
 type failingWriter struct {
 	Writer
-	fail string
+	fail ActionKind
 	on   bool
 }
 

@@ -210,6 +210,8 @@ type Engine struct {
 
 	viewTTL time.Duration // WithViewCache; 0: every view reads the machine
 
+	stateFile string // WithStateFile; "": live settings and last apply in memory only
+
 	mu        sync.Mutex // guards the fields below
 	live      *Settings  // set_mode without persist; nil: as configured
 	lastApply *ApplyRecord
@@ -327,6 +329,7 @@ func (e *Engine) settle(snap *platform.Snapshot) (*platform.Snapshot, Settings, 
 		snap.Config = *e.lastGood
 		snap.Config.Errors = errs
 	}
+	e.loadStateLocked()
 	if e.live != nil {
 		return snap, *e.live, nil
 	}
@@ -536,6 +539,8 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 			Failed:     len(res.Failed),
 			DurationUS: res.DurationUS,
 		}
+		// Advisory: an apply that worked is not failed for its record.
+		_ = e.saveStateLocked()
 		e.mu.Unlock()
 	}
 	return res, nil

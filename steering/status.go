@@ -33,6 +33,7 @@ func (e *Engine) Status(ctx context.Context) (*Status, error) {
 	// while we read must not be reported together with live values from
 	// before it (finished apply, yet "out of sync").
 	e.mu.Lock()
+	e.loadStateLocked()
 	var last *ApplyRecord
 	if e.lastApply != nil {
 		la := *e.lastApply

@@ -71,6 +71,9 @@ type Options struct {
 	Logger Logger
 	// EventTimeout bounds sending the event and the notification (default 2 s).
 	EventTimeout time.Duration
+	// Server is who serves the object, reported by status (default
+	// steering.ServerDaemon).
+	Server steering.Server
 }
 
 // Method is one row of the method table: the name, the argument policies
@@ -197,6 +200,7 @@ type Object struct {
 	events       Events
 	log          Logger
 	eventTimeout time.Duration
+	server       steering.Server
 	obj          *ubus.Object
 	enc          encoder // reply encoding, with the field lists it has met
 
@@ -207,7 +211,10 @@ type Object struct {
 
 // New returns the object served by engine.
 func New(engine Engine, opts Options) *Object {
-	o := &Object{engine: engine, events: opts.Events, log: opts.Logger, eventTimeout: opts.EventTimeout}
+	o := &Object{engine: engine, events: opts.Events, log: opts.Logger, eventTimeout: opts.EventTimeout, server: opts.Server}
+	if o.server == "" {
+		o.server = steering.ServerDaemon
+	}
 	if o.log == nil {
 		o.log = discardLogger{}
 	}
@@ -289,7 +296,13 @@ func (o *Object) Call(ctx context.Context, name string, args []ubus.Attr) ([]ubu
 func (o *Object) invoke(ctx context.Context, m Method, args []ubus.Attr, peer string) ([]ubus.Attr, error) {
 	v, err := m.call(o, ctx, args)
 	if err != nil {
-		return nil, o.callError(m.Name, peer, err)
+		err = o.callError(m.Name, peer, err)
+		if errors.Is(err, ubus.StatusUnknownError) {
+			// The caller did nothing wrong: say what failed (a config
+			// file refused, a read-only directory) with the status.
+			return []ubus.Attr{ubus.String("error", errorText(err))}, err
+		}
+		return nil, err
 	}
 	reply, err := o.enc.encodeReply(v)
 	if err != nil {
@@ -314,6 +327,28 @@ func (o *Object) callError(method, peer string, err error) error {
 	return fmt.Errorf("%w: %s: %w", ubus.StatusUnknownError, method, err)
 }
 
+// errorText is err's message without the status prefix callError adds.
+func errorText(err error) string {
+	return strings.TrimPrefix(err.Error(), ubus.StatusUnknownError.Error()+": ")
+}
+
+// statusReply is the reply of status: the engine's status and who serves
+// the object.
+type statusReply struct {
+	*steering.Status
+	Service ServiceInfo `json:"service"`
+}
+
+// ServiceInfo says who serves the object and what that allows.
+type ServiceInfo struct {
+	// ServedBy is "daemon" or "rpcd" (the exec plugin).
+	ServedBy steering.Server `json:"served_by"`
+	// Events is whether applies are announced (the event
+	// packet_steering.applied and notifications to subscribers): only a
+	// resident daemon can; the plugin lives for one call.
+	Events bool `json:"events"`
+}
+
 func (o *Object) callStatus(ctx context.Context, _ noArgs) (any, error) {
 	st, err := o.engine.Status(ctx)
 	if err != nil {
@@ -325,7 +360,7 @@ func (o *Object) callStatus(ctx context.Context, _ noArgs) (any, error) {
 	if st.CPUs == nil {
 		st.CPUs = []steering.CPUStat{}
 	}
-	return st, nil
+	return statusReply{Status: st, Service: ServiceInfo{ServedBy: o.server, Events: o.events != nil}}, nil
 }
 
 // queuesReply is the reply of get_queues.

@@ -187,11 +187,30 @@ func call(t *testing.T, c *ubus.Conn, method, args string) (map[string]any, erro
 	return ubus.AttrsValue(reply), nil
 }
 
-func TestMethods(t *testing.T) {
-	eng := newFakeEngine()
-	_, _, c := serve(t, eng)
+// caller makes one call of the object and returns the reply, or an error
+// carrying the status the caller would see.
+type caller func(t *testing.T, method, args string) (map[string]any, error)
 
-	st, err := call(t, c, "status", "")
+func TestMethods(t *testing.T) {
+	for name, newCaller := range map[string]func(Engine) caller{
+		"daemon": func(e Engine) caller {
+			_, _, c := serve(t, e)
+			return func(t *testing.T, method, args string) (map[string]any, error) { return call(t, c, method, args) }
+		},
+		"rpcd": func(e Engine) caller {
+			o := New(e, Options{Server: steering.ServerRPCD})
+			return func(t *testing.T, method, args string) (map[string]any, error) { return execCall(t, o, method, args) }
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			eng := newFakeEngine()
+			testMethods(t, eng, newCaller(eng), steering.Server(name))
+		})
+	}
+}
+
+func testMethods(t *testing.T, eng *fakeEngine, c caller, server steering.Server) {
+	st, err := c(t, "status", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,19 +226,22 @@ func TestMethods(t *testing.T) {
 	if _, ok := st["last_apply"]; ok {
 		t.Error("status has last_apply before any apply")
 	}
+	if svc, _ := st["service"].(map[string]any); svc["served_by"] != string(server) {
+		t.Errorf("status service = %v, want served_by %s", st["service"], server)
+	}
 	cpus, _ := st["cpus"].([]any)
 	if len(cpus) != 2 || cpus[0].(map[string]any)["processed"] != int64(1<<40) {
 		t.Errorf("status cpus = %v", st["cpus"])
 	}
 
-	q, err := call(t, c, "get_queues", "")
+	q, err := c(t, "get_queues", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if devs, _ := q["devices"].([]any); len(devs) != 2 {
 		t.Errorf("get_queues devices = %v", q["devices"])
 	}
-	q, err = call(t, c, "get_queues", `{"device":"lan1"}`)
+	q, err = c(t, "get_queues", `{"device":"lan1"}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,14 +253,14 @@ func TestMethods(t *testing.T) {
 		t.Errorf("get_queues tx = %#v, want an empty array", devs[0].(map[string]any)["tx"])
 	}
 
-	dry, err := call(t, c, "apply", `{"dry_run":true,"device":"eth0"}`)
+	dry, err := c(t, "apply", `{"dry_run":true,"device":"eth0"}`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ch, _ := dry["changed"].([]any); len(ch) != 1 {
 		t.Errorf("dry run changed = %v", dry["changed"])
 	}
-	res, err := call(t, c, "apply", `{"reason":"test"}`)
+	res, err := c(t, "apply", `{"reason":"test"}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +273,7 @@ func TestMethods(t *testing.T) {
 	if res["duration_us"] != int64(42) || res["unchanged"] != int64(0) {
 		t.Errorf("apply = %v", res)
 	}
-	again, err := call(t, c, "apply", "")
+	again, err := c(t, "apply", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +288,7 @@ func TestMethods(t *testing.T) {
 		t.Errorf("engine got reasons %v dry run %v", reasons, dryRun)
 	}
 
-	sm, err := call(t, c, "set_mode", `{"mode":"legacy","flows":256}`)
+	sm, err := c(t, "set_mode", `{"mode":"legacy","flows":256}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +301,7 @@ func TestMethods(t *testing.T) {
 	if got.Mode != steering.ModeLegacy || got.Flows == nil || *got.Flows != 256 || !got.Persist || got.Reason != "set_mode legacy" {
 		t.Errorf("engine got %+v", got)
 	}
-	if _, err := call(t, c, "set_mode", `{"mode":"off","persist":false}`); err != nil {
+	if _, err := c(t, "set_mode", `{"mode":"off","persist":false}`); err != nil {
 		t.Fatal(err)
 	}
 	eng.mu.Lock()
@@ -314,18 +336,29 @@ func TestErrors(t *testing.T) {
 		{"status", `{"verbose":true}`, ubus.StatusInvalidArgument},
 		{"reboot", "", ubus.StatusMethodNotFound},
 	}
-	eng := newFakeEngine()
-	_, _, c := serve(t, eng)
-	for _, tt := range tests {
-		t.Run(tt.method+" "+tt.args, func(t *testing.T) {
-			_, err := call(t, c, tt.method, tt.args)
-			if got := ubus.StatusOf(err); got != tt.want {
-				t.Errorf("status %v (%v), want %v", got, err, tt.want)
+	for _, server := range []string{"daemon", "rpcd"} {
+		t.Run(server, func(t *testing.T) {
+			eng := newFakeEngine()
+			var c caller
+			if server == "daemon" {
+				_, _, conn := serve(t, eng)
+				c = func(t *testing.T, method, args string) (map[string]any, error) { return call(t, conn, method, args) }
+			} else {
+				o := New(eng, Options{Server: steering.ServerRPCD})
+				c = func(t *testing.T, method, args string) (map[string]any, error) { return execCall(t, o, method, args) }
+			}
+			for _, tt := range tests {
+				t.Run(tt.method+" "+tt.args, func(t *testing.T) {
+					_, err := c(t, tt.method, tt.args)
+					if got := ubus.StatusOf(err); got != tt.want {
+						t.Errorf("status %v (%v), want %v", got, err, tt.want)
+					}
+				})
+			}
+			if a, s := eng.calls(); a != 0 || s != 0 {
+				t.Errorf("refused calls reached the engine: %d applies, %d set_mode", a, s)
 			}
 		})
-	}
-	if a, s := eng.calls(); a != 0 || s != 0 {
-		t.Errorf("refused calls reached the engine: %d applies, %d set_mode", a, s)
 	}
 }
 

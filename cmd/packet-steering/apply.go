@@ -22,7 +22,7 @@ func runApply(ctx context.Context, env *cliEnv, args []string) error {
 	if help, err := c.parse(args); help || err != nil {
 		return err
 	}
-	eng := steering.NewEngine(c.rootDir())
+	eng := oneShotEngine(c.rootDir())
 	res, err := eng.Apply(ctx, steering.ApplyRequest{Reason: *reason, Device: *device, DryRun: *dryRun})
 	if err != nil {
 		return err

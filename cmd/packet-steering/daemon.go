@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	rtdebug "runtime/debug"
@@ -68,6 +69,14 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 	if help, err := c.parse(args); help || err != nil {
 		return err
 	}
+	eng := steering.NewEngine(c.rootDir())
+	// Never both: where rpcd's exec plugin serves the object (its `list`
+	// registered it), a daemon could not register it anyway.
+	if sc, err := eng.Server(ctx); err != nil {
+		return err
+	} else if sc.Server != steering.ServerDaemon {
+		return fmt.Errorf("rpcd serves %s here (packet_steering.globals.daemon %s, %d CPUs online): set the option to 1 to run the daemon", ubusobj.Path, sc.Setting, sc.CPUs)
+	}
 	if os.Getenv("GOGC") == "" {
 		// A smaller heap goal than Go's default 100: the daemon's live heap
 		// is well under 1 MiB, and the goal bounds how far a burst of calls
@@ -102,7 +111,7 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 	defer signal.Stop(hup)
 	return serveDaemon(ctx, daemonConfig{
 		socket:      *socket,
-		engine:      steering.NewEngine(c.rootDir()),
+		engine:      eng,
 		log:         log,
 		takeover:    takeover,
 		hup:         hup,

@@ -50,6 +50,7 @@ func commands() map[string]command {
 		"release":  {releaseSummary, runRelease},
 		"status":   {"show mode, policy, sync state, hints and softnet counters", runStatus},
 		"daemon":   {"serve the ubus object packet_steering", runDaemon},
+		"owner":    {"print who serves the ubus object: daemon or rpcd", runOwner},
 		"call":     {"call a packet_steering method like `ubus call`", runCall},
 		"tune":     {tuneSummary, runTune},
 		"demo":     {demoSummary, runDemo},
@@ -117,5 +118,9 @@ func (e *exitError) Error() string { return e.msg }
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	os.Exit(run(ctx, &cliEnv{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin}, os.Args[1:]))
+	env := &cliEnv{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin}
+	if isPlugin(os.Args[0]) {
+		os.Exit(runPlugin(ctx, env, os.Args[1:], pluginConfig{root: "/", timeout: pluginCallTimeout}))
+	}
+	os.Exit(run(ctx, env, os.Args[1:]))
 }

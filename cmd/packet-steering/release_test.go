@@ -41,7 +41,7 @@ func TestReleaseCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}
-	kinds := map[string]int{}
+	kinds := map[steering.ActionKind]int{}
 	for _, a := range res.Changed {
 		kinds[a.Kind]++
 	}

@@ -22,7 +22,7 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 	if help, err := c.parse(args); help || err != nil {
 		return err
 	}
-	e := steering.NewEngine(c.rootDir())
+	e := oneShotEngine(c.rootDir())
 	st, err := e.Status(ctx)
 	if err != nil {
 		return err

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/packet-steering/packet-steering/internal/ubus"
+	"github.com/packet-steering/packet-steering/steering"
+	"github.com/packet-steering/packet-steering/ubusobj"
+)
+
+// pluginName is the name the binary answers rpcd's exec protocol under:
+// rpcd runs /usr/libexec/rpcd/packet_steering, a symlink to
+// /usr/sbin/packet-steering, and names the object after the file.
+const pluginName = ubusobj.Path
+
+// pluginCallTimeout bounds one call of the plugin, so that it answers
+// (rather than being killed mid-way) within rpcd's timeout: 30 s in the
+// OpenWrt package's /etc/config/rpcd, 120 s in rpcd itself. A call blocked
+// that long (another apply holding the lock) fails with NO_DATA.
+const pluginCallTimeout = 20 * time.Second
+
+// isPlugin reports whether argv0 names the rpcd exec plugin.
+func isPlugin(argv0 string) bool { return filepath.Base(argv0) == pluginName }
+
+// pluginConfig is one run of the plugin.
+type pluginConfig struct {
+	root    string
+	timeout time.Duration
+}
+
+// runPlugin is the binary run by rpcd as /usr/libexec/rpcd/packet_steering:
+// `list` prints the method signatures (or {} while the daemon owns the
+// object), `call METHOD` answers one call with the daemon's validation,
+// engine (locks, persistence, apply) and reply (see ubusobj.ExecCall). The
+// exit status is 0, or the ubus status the daemon would have replied, for
+// people running it by hand; rpcd reads only stdout.
+func runPlugin(ctx context.Context, env *cliEnv, args []string, cfg pluginConfig) int {
+	if len(args) == 0 || (args[0] != "list" && args[0] != "call") || (args[0] == "call") != (len(args) == 2) ||
+		(args[0] == "list" && len(args) != 1) {
+		fmt.Fprintln(env.stderr, "usage: "+pluginName+" list | "+pluginName+" call METHOD  (the rpcd exec plugin protocol; arguments as JSON on stdin)")
+		return 2
+	}
+	eng := oneShotEngine(cfg.root)
+	if args[0] == "list" {
+		choice, err := eng.Server(ctx)
+		if err != nil {
+			// Without knowing, do not register: the daemon may own it.
+			fmt.Fprintf(env.stderr, "%s list: %v\n", pluginName, err)
+			choice.Server = steering.ServerDaemon
+		}
+		if err := ubusobj.ExecList(env.stdout, choice.Server == steering.ServerRPCD); err != nil {
+			fmt.Fprintf(env.stderr, "%s list: %v\n", pluginName, err)
+			return 1
+		}
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	obj := ubusobj.New(eng, ubusobj.Options{Server: steering.ServerRPCD, Logger: newDaemonLogger(env.stderr, false)})
+	err := obj.ExecCall(ctx, args[1], env.stdin, env.stdout)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(env.stderr, "%s call %s: %v\n", pluginName, args[1], err)
+	var st ubus.Status
+	if errors.As(err, &st) {
+		return int(st)
+	}
+	return int(ubus.StatusUnknownError)
+}
+
+// runOwner is `packet-steering owner [--root DIR]`: prints who serves the
+// ubus object, "daemon" or "rpcd" (steering.ResolveServer), for the init
+// script; the reason goes to stderr with --explain.
+func runOwner(ctx context.Context, env *cliEnv, args []string) error {
+	c := newSubcommand(env, "owner", "owner [--root DIR]", "").withRoot()
+	if help, err := c.parse(args); help || err != nil {
+		return err
+	}
+	sc, err := steering.NewEngine(c.rootDir()).Server(ctx)
+	if err != nil {
+		return err
+	}
+	if sc.Problem != "" {
+		fmt.Fprintln(env.stderr, sc.Problem)
+	}
+	_, err = fmt.Fprintln(env.stdout, sc.Server)
+	return err
+}
+
+// oneShotEngine is the engine of a process that serves one request (the
+// rpcd plugin, `apply`, `status`): the daemon's engine, keeping its live
+// settings and last apply in steering.StateFile below root so that the
+// next process sees them.
+func oneShotEngine(root string) *steering.Engine {
+	return steering.NewEngine(root, steering.WithStateFile(filepath.Join(root, steering.StateFile)))
+}

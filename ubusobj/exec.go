@@ -1,0 +1,146 @@
+package ubusobj
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/packet-steering/packet-steering/internal/ubus"
+)
+
+// The rpcd exec plugin protocol, as openwrt/rpcd's plugin.c implements it
+// (rpc_plugin_register_exec, rpc_plugin_parse_signature, rpc_plugin_call and
+// its callbacks; the timeout is rpc_exec_timeout in exec.c and main.c):
+//
+//   - At start (and again after SIGHUP, when rpcd re-executes itself) rpcd
+//     runs `/usr/libexec/rpcd/<object> list` with stdin and stderr on
+//     /dev/null and no time limit, reads one JSON object from stdout and
+//     registers the object <object> with one method per member whose value
+//     is an object: {"method":{"arg":example}}. The example's JSON type is
+//     the argument's blobmsg type: a string is string, true/false bool, an
+//     object table, an array array, a fraction double, and an integer int32
+//     except 8, 16 and 64, which select int8, int16 and int64. No member
+//     (an empty object, or no JSON) registers nothing: ubusd keeps the name
+//     free for another program.
+//   - Each call runs `<object> call <method>` with the arguments as one
+//     JSON object on stdin (blobmsg_format_json; stdin is then closed) and
+//     parses stdout as one JSON object, which becomes the reply (integers
+//     that fit int32 as int32, others int64, booleans as bool). Anything
+//     else decides the status: no output or output that is not a JSON
+//     object is INVALID_ARGUMENT (2), a JSON null NO_DATA (5). The exit
+//     status and stderr are not read.
+//   - A call that has not finished within rpcd's timeout (`rpcd -t`,
+//     seconds; 120 by default, the OpenWrt package's config sets 30) is
+//     killed with SIGKILL and answered TIMEOUT (7).
+//
+// So the statuses a plugin can give are 0, 2 (bad input, as the daemon
+// replies) and 5; the daemon's UNKNOWN_ERROR (9) becomes NO_DATA here.
+
+// ExecList writes what the plugin prints for `list`: the signature of every
+// method, from the same policy table the daemon registers, in rpcd's
+// format; with serve false (the daemon owns the object) an empty object, so
+// rpcd registers nothing and the name stays the daemon's.
+func ExecList(w io.Writer, serve bool) error {
+	var top []ubus.Attr
+	if serve {
+		for _, m := range Methods() {
+			args := make([]ubus.Attr, len(m.Args))
+			for i, p := range m.Args {
+				args[i] = execExample(p.Name, p.Type)
+			}
+			top = append(top, ubus.Table(m.Name, args...))
+		}
+	}
+	out, err := ubus.AttrsToJSON(top, "")
+	if err != nil {
+		return fmt.Errorf("ubusobj: list: %w", err)
+	}
+	if _, err := w.Write(append(out, '\n')); err != nil {
+		return fmt.Errorf("ubusobj: list: %w", err)
+	}
+	return nil
+}
+
+// execExample is an example value whose JSON type rpcd's
+// rpc_plugin_parse_signature turns into the blobmsg type t.
+func execExample(name string, t ubus.Type) ubus.Attr {
+	switch t {
+	case ubus.TypeString:
+		return ubus.String(name, "string")
+	case ubus.TypeBool:
+		return ubus.Bool(name, true)
+	case ubus.TypeInt16:
+		return ubus.Int32(name, 16)
+	case ubus.TypeInt64:
+		return ubus.Int32(name, 64)
+	case ubus.TypeDouble:
+		return ubus.Double(name, 0.5)
+	case ubus.TypeTable:
+		return ubus.Table(name)
+	case ubus.TypeArray:
+		return ubus.Array(name)
+	}
+	return ubus.Int32(name, 32)
+}
+
+// MaxExecInput bounds the arguments read from stdin in `call`: rpcd writes
+// one ubus message's arguments, and a ubus message is at most
+// ubus.MaxMessageLen bytes as blobmsg; as JSON it is of the same order.
+const MaxExecInput = ubus.MaxMessageLen
+
+// ExecCall answers `call METHOD` of the exec protocol: it reads the
+// arguments as a JSON object from in, runs the call as the daemon would
+// (Call: the same validation, engine and reply) and writes the reply as
+// JSON to out. On failure it writes what makes rpcd reply the nearest
+// status (nothing: INVALID_ARGUMENT for the caller's mistakes, such as
+// arguments that are not a JSON object, an unknown method or a refused
+// argument; null: NO_DATA for a failure of the call) and returns the error
+// with the daemon's status (ubus.StatusOf). Empty input is a call without
+// arguments.
+func (o *Object) ExecCall(ctx context.Context, method string, in io.Reader, out io.Writer) error {
+	data, err := io.ReadAll(io.LimitReader(in, MaxExecInput+1))
+	if err != nil {
+		return o.execFail(out, fmt.Errorf("%w: read arguments: %w", ubus.StatusUnknownError, err))
+	}
+	var args []ubus.Attr
+	if len(trimSpace(data)) > 0 {
+		if args, err = ubus.AttrsFromJSON(data); err != nil {
+			return o.execFail(out, fmt.Errorf("%w: arguments: %w", ubus.StatusInvalidArgument, err))
+		}
+	}
+	reply, err := o.Call(ctx, method, args)
+	if err != nil {
+		return o.execFail(out, err)
+	}
+	b := append(ubus.AttrsToStdJSON(reply, ""), '\n')
+	if _, err := out.Write(b); err != nil {
+		return fmt.Errorf("%w: write reply: %w", ubus.StatusUnknownError, err)
+	}
+	return nil
+}
+
+// execFail writes the output that gives err's status through rpcd, as
+// close as rpcd allows, and returns err.
+func (o *Object) execFail(out io.Writer, err error) error {
+	switch ubus.StatusOf(err) {
+	case ubus.StatusInvalidArgument, ubus.StatusMethodNotFound:
+		// No output: rpcd replies INVALID_ARGUMENT.
+	default:
+		if _, werr := io.WriteString(out, "null\n"); werr != nil {
+			return errors.Join(err, werr)
+		}
+	}
+	return err
+}
+
+// trimSpace is bytes.TrimSpace for JSON's white space.
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\n' || b[0] == '\r') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t' || b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
