@@ -210,7 +210,8 @@ type Engine struct {
 
 	viewTTL time.Duration // WithViewCache; 0: every view reads the machine
 
-	stateFile string // WithStateFile; "": live settings and last apply in memory only
+	stateFile string        // WithStateFile; "": live settings and last apply in memory only
+	lockWait  time.Duration // WithLockWait; 0: wait as long as the caller's ctx allows
 
 	mu        sync.Mutex // guards the fields below
 	live      *Settings  // set_mode without persist; nil: as configured
@@ -252,6 +253,13 @@ func WithLockDir(dir string) Option { return func(e *Engine) { e.lockDir = dir }
 // apply and mode change drops the cache; a change made behind the engine's
 // back shows up within ttl. Zero (the default) reads on every call.
 func WithViewCache(ttl time.Duration) Option { return func(e *Engine) { e.viewTTL = ttl } }
+
+// WithLockWait bounds how long an apply or a mode change waits for the
+// apply locks, whatever its ctx allows (callers that must answer in time,
+// such as the rpcd plugin, whose applies run on a context that is not
+// cancelled once asked for). The wait ends with context.DeadlineExceeded
+// and nothing changed.
+func WithLockWait(d time.Duration) Option { return func(e *Engine) { e.lockWait = d } }
 
 // WithReader replaces the machine reader, by default a platform.Reader of
 // the engine's own (tests use it to hand in a snapshot).
@@ -440,6 +448,11 @@ func (e *Engine) lock(ctx context.Context) (func(), error) {
 		return nil, fmt.Errorf("root: %w", err)
 	} else if !fi.IsDir() {
 		return nil, fmt.Errorf("root %s: not a directory", e.root)
+	}
+	if e.lockWait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.lockWait)
+		defer cancel()
 	}
 	select {
 	case e.sem <- struct{}{}:

@@ -44,7 +44,7 @@ func runPlugin(ctx context.Context, env *cliEnv, args []string, cfg pluginConfig
 		fmt.Fprintln(env.stderr, "usage: "+pluginName+" list | "+pluginName+" call METHOD  (the rpcd exec plugin protocol; arguments as JSON on stdin)")
 		return 2
 	}
-	eng := oneShotEngine(cfg.root)
+	eng := oneShotEngine(cfg.root, steering.WithLockWait(cfg.timeout))
 	if args[0] == "list" {
 		choice, err := eng.Server(ctx)
 		if err != nil {
@@ -96,6 +96,6 @@ func runOwner(ctx context.Context, env *cliEnv, args []string) error {
 // rpcd plugin, `apply`, `status`): the daemon's engine, keeping its live
 // settings and last apply in steering.StateFile below root so that the
 // next process sees them.
-func oneShotEngine(root string) *steering.Engine {
-	return steering.NewEngine(root, steering.WithStateFile(filepath.Join(root, steering.StateFile)))
+func oneShotEngine(root string, opts ...steering.Option) *steering.Engine {
+	return steering.NewEngine(root, append([]steering.Option{steering.WithStateFile(filepath.Join(root, steering.StateFile))}, opts...)...)
 }
