@@ -20,6 +20,13 @@ const (
 	ServerRPCD   Server = "rpcd"
 )
 
+// OwnerFile records, below the root, who the init script last made serve
+// the object: "daemon", "rpcd", or "stopped" once the service stopped.
+// While it exists the plugin's `list` follows it (it lists the methods only
+// for "rpcd"); at boot, before the init script ran, ResolveServer decides.
+// /var/run is a tmpfs: the record does not outlive a reboot.
+const OwnerFile = "var/run/packet-steering/owner"
+
 // ServerChoice is who serves the object and why.
 type ServerChoice struct {
 	Server Server

@@ -27,8 +27,10 @@ import (
 //     JSON object on stdin (blobmsg_format_json; stdin is then closed) and
 //     parses stdout as one JSON object, which becomes the reply (integers
 //     that fit int32 as int32, others int64, booleans as bool). Anything
-//     else decides the status: no output or output that is not a JSON
-//     object is INVALID_ARGUMENT (2), a JSON null NO_DATA (5). The exit
+//     else decides the status: JSON that is not an object (or text that
+//     is not JSON) is INVALID_ARGUMENT (2); a JSON null, and no output at
+//     all (json-c's tokener starts in its success state, with no object),
+//     are NO_DATA (5), which the ubus CLI prints as "No response". The exit
 //     status and stderr are not read.
 //   - A call that has not finished within rpcd's timeout (`rpcd -t`,
 //     seconds; 120 by default, the OpenWrt package's config sets 30) is
@@ -93,11 +95,11 @@ const MaxExecInput = ubus.MaxMessageLen
 // arguments as a JSON object from in, runs the call as the daemon would
 // (Call: the same validation, engine and reply) and writes the reply as
 // JSON to out. On failure it writes what makes rpcd reply the nearest
-// status (nothing: INVALID_ARGUMENT for the caller's mistakes, such as
-// arguments that are not a JSON object, an unknown method or a refused
-// argument; null: NO_DATA for a failure of the call) and returns the error
-// with the daemon's status (ubus.StatusOf). Empty input is a call without
-// arguments.
+// status (false, JSON that is not an object: INVALID_ARGUMENT for the
+// caller's mistakes, such as arguments that are not a JSON object, an
+// unknown method or a refused argument; null: NO_DATA for a failure of the
+// call) and returns the error with the daemon's status (ubus.StatusOf).
+// Empty input is a call without arguments.
 func (o *Object) ExecCall(ctx context.Context, method string, in io.Reader, out io.Writer) error {
 	data, err := io.ReadAll(io.LimitReader(in, MaxExecInput+1))
 	if err != nil {
@@ -125,7 +127,10 @@ func (o *Object) ExecCall(ctx context.Context, method string, in io.Reader, out 
 func (o *Object) execFail(out io.Writer, err error) error {
 	switch ubus.StatusOf(err) {
 	case ubus.StatusInvalidArgument, ubus.StatusMethodNotFound:
-		// No output: rpcd replies INVALID_ARGUMENT.
+		// Not an object: rpcd replies INVALID_ARGUMENT.
+		if _, werr := io.WriteString(out, "false\n"); werr != nil {
+			return errors.Join(err, werr)
+		}
 	default:
 		if _, werr := io.WriteString(out, "null\n"); werr != nil {
 			return errors.Join(err, werr)

@@ -49,12 +49,13 @@ func rpcdSignature(t *testing.T, out []byte) []ubus.MethodSig {
 }
 
 // rpcdReply turns a plugin's `call` output into what rpcd replies
-// (rpc_plugin_call_finish_cb, openwrt/rpcd plugin.c): a JSON object is the
-// reply (status 0), JSON null is NO_DATA, anything else (nothing, not
-// JSON, not an object) INVALID_ARGUMENT.
+// (rpc_plugin_call_finish_cb, openwrt/rpcd plugin.c, checked against the
+// stock rpcd): a JSON object is the reply (status 0); JSON null and no
+// output at all are NO_DATA; anything else (not JSON, JSON that is not an
+// object) INVALID_ARGUMENT.
 func rpcdReply(out []byte) (map[string]any, error) {
 	s := bytes.TrimSpace(out)
-	if string(s) == "null" {
+	if len(s) == 0 || string(s) == "null" {
 		return nil, ubus.StatusNoData
 	}
 	attrs, err := ubus.AttrsFromJSON(s)
@@ -146,20 +147,20 @@ func TestExecCallProtocol(t *testing.T) {
 	tests := []struct {
 		name, method, stdin string
 		failWith            error
-		wantOut             string // "" = nothing; "{" = a JSON object
+		wantOut             string // "{" = a JSON object
 		want                ubus.Status
 	}{
 		{"rpcd's empty table", "status", "{ }", nil, "{", ubus.StatusOK},
 		{"empty stdin", "status", "", nil, "{", ubus.StatusOK},
 		{"LuCI's session id", "status", `{"ubus_rpc_session":"0123"}`, nil, "{", ubus.StatusOK},
 		{"arguments", "get_queues", `{"device":"lan1"}`, nil, "{", ubus.StatusOK},
-		{"bad JSON", "apply", `{"dry_run":`, nil, "", ubus.StatusInvalidArgument},
-		{"not an object", "apply", `[true]`, nil, "", ubus.StatusInvalidArgument},
-		{"trailing data", "apply", `{} {}`, nil, "", ubus.StatusInvalidArgument},
-		{"too large", "apply", `{"reason":"` + strings.Repeat("x", MaxExecInput) + `"}`, nil, "", ubus.StatusInvalidArgument},
-		{"refused argument", "set_mode", `{"mode":"turbo"}`, nil, "", ubus.StatusInvalidArgument},
-		{"unknown device", "apply", `{"device":"nope0"}`, nil, "", ubus.StatusInvalidArgument},
-		{"unknown method", "reboot", `{ }`, nil, "", ubus.StatusInvalidArgument},
+		{"bad JSON", "apply", `{"dry_run":`, nil, "false", ubus.StatusInvalidArgument},
+		{"not an object", "apply", `[true]`, nil, "false", ubus.StatusInvalidArgument},
+		{"trailing data", "apply", `{} {}`, nil, "false", ubus.StatusInvalidArgument},
+		{"too large", "apply", `{"reason":"` + strings.Repeat("x", MaxExecInput) + `"}`, nil, "false", ubus.StatusInvalidArgument},
+		{"refused argument", "set_mode", `{"mode":"turbo"}`, nil, "false", ubus.StatusInvalidArgument},
+		{"unknown device", "apply", `{"device":"nope0"}`, nil, "false", ubus.StatusInvalidArgument},
+		{"unknown method", "reboot", `{ }`, nil, "false", ubus.StatusInvalidArgument},
 		{"engine failure", "status", `{ }`, errors.New("disk on fire"), "null", ubus.StatusNoData},
 		{"timeout in the engine", "apply", `{ }`, context.DeadlineExceeded, "null", ubus.StatusNoData},
 	}
@@ -172,7 +173,7 @@ func TestExecCallProtocol(t *testing.T) {
 			err := o.ExecCall(context.Background(), tt.method, strings.NewReader(tt.stdin), &out)
 			got := strings.TrimSpace(out.String())
 			switch tt.wantOut {
-			case "", "null":
+			case "false", "null":
 				if got != tt.wantOut {
 					t.Errorf("output %q, want %q", got, tt.wantOut)
 				}

@@ -120,7 +120,7 @@ func main() {
 	defer stop()
 	env := &cliEnv{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin}
 	if isPlugin(os.Args[0]) {
-		os.Exit(runPlugin(ctx, env, os.Args[1:], pluginConfig{root: "/", timeout: pluginCallTimeout}))
+		os.Exit(runPlugin(ctx, env, os.Args[1:], pluginConfig{root: pluginRoot(), timeout: pluginCallTimeout}))
 	}
 	os.Exit(run(ctx, env, os.Args[1:]))
 }

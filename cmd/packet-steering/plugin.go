@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/packet-steering/packet-steering/internal/ubus"
@@ -22,6 +24,19 @@ const pluginName = ubusobj.Path
 // OpenWrt package's /etc/config/rpcd, 120 s in rpcd itself. A call blocked
 // that long (another apply holding the lock) fails with NO_DATA.
 const pluginCallTimeout = 20 * time.Second
+
+// pluginRootEnv names the environment variable that gives the plugin
+// another root than / (a fixture root, for tests and measurements with a
+// real rpcd): rpcd passes its environment to the plugins it runs.
+const pluginRootEnv = "PACKET_STEERING_ROOT"
+
+// pluginRoot is the root the plugin serves: / unless pluginRootEnv says.
+func pluginRoot() string {
+	if r := os.Getenv(pluginRootEnv); r != "" {
+		return r
+	}
+	return "/"
+}
 
 // isPlugin reports whether argv0 names the rpcd exec plugin.
 func isPlugin(argv0 string) bool { return filepath.Base(argv0) == pluginName }
@@ -46,13 +61,7 @@ func runPlugin(ctx context.Context, env *cliEnv, args []string, cfg pluginConfig
 	}
 	eng := oneShotEngine(cfg.root, steering.WithLockWait(cfg.timeout))
 	if args[0] == "list" {
-		choice, err := eng.Server(ctx)
-		if err != nil {
-			// Without knowing, do not register: the daemon may own it.
-			fmt.Fprintf(env.stderr, "%s list: %v\n", pluginName, err)
-			choice.Server = steering.ServerDaemon
-		}
-		if err := ubusobj.ExecList(env.stdout, choice.Server == steering.ServerRPCD); err != nil {
+		if err := ubusobj.ExecList(env.stdout, pluginServes(ctx, eng, cfg.root, env)); err != nil {
 			fmt.Fprintf(env.stderr, "%s list: %v\n", pluginName, err)
 			return 1
 		}
@@ -98,4 +107,20 @@ func runOwner(ctx context.Context, env *cliEnv, args []string) error {
 // next process sees them.
 func oneShotEngine(root string, opts ...steering.Option) *steering.Engine {
 	return steering.NewEngine(root, append([]steering.Option{steering.WithStateFile(filepath.Join(root, steering.StateFile))}, opts...)...)
+}
+
+// pluginServes decides whether `list` registers the object: as the init
+// script last recorded it (steering.OwnerFile), else, before the init
+// script ran at boot, as steering.ResolveServer decides. When in doubt it
+// does not: the daemon may own the name.
+func pluginServes(ctx context.Context, eng *steering.Engine, root string, env *cliEnv) bool {
+	if b, err := os.ReadFile(filepath.Join(root, steering.OwnerFile)); err == nil {
+		return strings.TrimSpace(string(b)) == string(steering.ServerRPCD)
+	}
+	c, err := eng.Server(ctx)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "%s list: %v\n", pluginName, err)
+		return false
+	}
+	return c.Server == steering.ServerRPCD
 }

@@ -22,8 +22,8 @@ import (
 
 // TestMain lets the test binary be the plugin: run through a symlink named
 // packet_steering (as rpcd runs /usr/libexec/rpcd/packet_steering) it is
-// main's plugin path, with the root and call timeout from the environment
-// instead of / and pluginCallTimeout.
+// main's plugin path, with the call timeout from the environment instead
+// of pluginCallTimeout.
 func TestMain(m *testing.M) {
 	if isPlugin(os.Args[0]) {
 		timeout := pluginCallTimeout
@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 			timeout = d
 		}
 		env := &cliEnv{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin}
-		os.Exit(runPlugin(context.Background(), env, os.Args[1:], pluginConfig{root: os.Getenv("PS_PLUGIN_ROOT"), timeout: timeout}))
+		os.Exit(runPlugin(context.Background(), env, os.Args[1:], pluginConfig{root: pluginRoot(), timeout: timeout}))
 	}
 	os.Exit(m.Run())
 }
@@ -82,7 +82,7 @@ func presetRoot(t *testing.T, name string) string {
 func execPlugin(t *testing.T, exe, root, timeout, stdin string, args ...string) ([]byte, int, string) {
 	t.Helper()
 	cmd := exec.Command(exe, args...)
-	cmd.Env = append(os.Environ(), "PS_PLUGIN_ROOT="+root, "PS_PLUGIN_TIMEOUT="+timeout)
+	cmd.Env = append(os.Environ(), pluginRootEnv+"="+root, "PS_PLUGIN_TIMEOUT="+timeout)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -97,11 +97,12 @@ func execPlugin(t *testing.T, exe, root, timeout, stdin string, args ...string) 
 }
 
 // rpcdStatus is the status rpcd replies for a call's output
-// (rpc_plugin_call_finish_cb in openwrt/rpcd plugin.c): a JSON object is
-// the reply, null NO_DATA, anything else INVALID_ARGUMENT.
+// (rpc_plugin_call_finish_cb in openwrt/rpcd plugin.c, checked against the
+// stock rpcd): a JSON object is the reply, null or no output NO_DATA,
+// anything else INVALID_ARGUMENT.
 func rpcdStatus(out []byte) (map[string]any, ubus.Status) {
 	s := bytes.TrimSpace(out)
-	if string(s) == "null" {
+	if len(s) == 0 || string(s) == "null" {
 		return nil, ubus.StatusNoData
 	}
 	var v map[string]any
@@ -119,18 +120,33 @@ func TestPluginListOwner(t *testing.T) {
 	tests := []struct {
 		preset, option string
 		want           steering.Server
+		recorded       string // the init script's record (steering.OwnerFile); "" none
+		lists          bool   // whether list registers the methods
 	}{
-		{"bcm47081", "", steering.ServerRPCD},
-		{"bcm47081", "auto", steering.ServerRPCD},
-		{"bcm47081", "1", steering.ServerDaemon},
-		{"demo", "", steering.ServerDaemon},
-		{"demo", "0", steering.ServerRPCD},
-		{"demo", "yes", steering.ServerDaemon}, // not understood: auto
+		{"bcm47081", "", steering.ServerRPCD, "", true},
+		{"bcm47081", "", steering.ServerRPCD, "rpcd", true},
+		{"bcm47081", "", steering.ServerRPCD, "stopped", false},
+		{"demo", "0", steering.ServerRPCD, "daemon", false}, // changed, not yet restarted
+		{"demo", "", steering.ServerDaemon, "rpcd", true},   // likewise
+		{"bcm47081", "auto", steering.ServerRPCD, "", true},
+		{"bcm47081", "1", steering.ServerDaemon, "", false},
+		{"demo", "", steering.ServerDaemon, "", false},
+		{"demo", "0", steering.ServerRPCD, "", true},
+		{"demo", "yes", steering.ServerDaemon, "", false}, // not understood: auto
 	}
 	for _, tt := range tests {
-		t.Run(tt.preset+" daemon="+tt.option, func(t *testing.T) {
+		t.Run(tt.preset+" daemon="+tt.option+" recorded="+tt.recorded, func(t *testing.T) {
 			root := presetRoot(t, tt.preset)
 			setDaemonOption(t, root, tt.option)
+			if tt.recorded != "" {
+				p := filepath.Join(root, steering.OwnerFile)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(tt.recorded+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 			out, code, errOut := execPlugin(t, exe, root, "", "", "list")
 			if code != 0 {
 				t.Fatalf("list: exit %d: %s", code, errOut)
@@ -139,11 +155,11 @@ func TestPluginListOwner(t *testing.T) {
 			if err := json.Unmarshal(out, &sig); err != nil {
 				t.Fatalf("list output %q: %v", out, err)
 			}
-			if tt.want == steering.ServerRPCD && len(sig) != 4 {
+			if tt.lists && len(sig) != 4 {
 				t.Errorf("list = %s, want the four methods", out)
 			}
-			if tt.want == steering.ServerDaemon && len(sig) != 0 {
-				t.Errorf("list = %s, want {} while the daemon owns the object", out)
+			if !tt.lists && len(sig) != 0 {
+				t.Errorf("list = %s, want {} while rpcd is not to serve the object", out)
 			}
 			var ob, oe bytes.Buffer
 			if code := run(context.Background(), &cliEnv{stdout: &ob, stderr: &oe}, []string{"owner", "--root", root}); code != 0 {
@@ -184,8 +200,9 @@ func TestPluginExecProtocol(t *testing.T) {
 		{"misspelt argument", `{"dryrun":true}`, []string{"call", "apply"}, ubus.StatusInvalidArgument, 2},
 		{"unknown device", `{"device":"nope0"}`, []string{"call", "get_queues"}, ubus.StatusInvalidArgument, 2},
 		{"unknown method", `{ }`, []string{"call", "reboot"}, ubus.StatusInvalidArgument, 3},
-		{"no method", ``, []string{"call"}, ubus.StatusInvalidArgument, 2},
-		{"unknown verb", ``, []string{"describe"}, ubus.StatusInvalidArgument, 2},
+		// Not the protocol (rpcd never runs these): usage, no output.
+		{"no method", ``, []string{"call"}, ubus.StatusNoData, 2},
+		{"unknown verb", ``, []string{"describe"}, ubus.StatusNoData, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -114,6 +114,8 @@ EOF
 cat >"$bin/packet-steering" <<'EOF'
 #!/bin/sh
 echo "packet-steering $*" >>"$CALLS"
+# owner: who serves the ubus object, as the test sets it.
+[ "$1" = owner ] && { echo "${FAKE_PS_OWNER:-daemon}"; exit 0; }
 [ -n "${FAKE_PS_SLEEP:-}" ] && sleep "$FAKE_PS_SLEEP"
 echo "packet-steering done" >>"$CALLS"
 exit "${FAKE_PS_RC:-0}"
@@ -150,9 +152,16 @@ procd_open_trigger() { echo "procd_open_trigger $*" >>"$CALLS"; }
 procd_close_trigger() { echo "procd_close_trigger $*" >>"$CALLS"; }
 procd_add_config_trigger() { echo "procd_add_config_trigger $*" >>"$CALLS"; }
 . "$initscript"
+# rc.common's restart: stop, then start.
+restart() {
+	echo "restart" >>"$CALLS"
+	stop_service
+	start_service && service_triggers
+}
 case "$action" in
 start) start_service "$@" && service_triggers ;;
 reload) reload_service "$@" ;;
+stop) stop_service "$@" ;;
 *) exit 1 ;;
 esac
 EOF
@@ -185,7 +194,11 @@ new_sandbox() {
 	root="$sb/root"
 	mkdir -p "$root/etc/rc.d" "$root/etc/init.d" "$root/etc/config" "$root/var/lock" \
 		"$root/usr/share/packet-steering"
-	cp files/usr/share/packet-steering/stock.sh "$root/usr/share/packet-steering/"
+	cp files/usr/share/packet-steering/stock.sh files/usr/share/packet-steering/owner.sh \
+		"$root/usr/share/packet-steering/"
+	# rpcd's init script: a restart makes rpcd list the exec plugins again.
+	printf '%s\n' '#!/bin/sh' 'echo "rpcd $1" >>"$CALLS"' >"$root/etc/init.d/rpcd"
+	chmod +x "$root/etc/init.d/rpcd"
 	: >"$sb/calls"
 	: >"$sb/uci.db"
 	case " $* " in *" no-stock "*) ;; *)
@@ -368,7 +381,7 @@ for shell in $shells; do
 	FAKE_UBUS_UP=1 run "$SH" "$tmp/rc.common" "$init" reload
 	expect "$t init reload, daemon up: ubus call apply" \
 		'^ubus -t [0-9]+ call packet_steering apply \{"reason":"reload"\}$'
-	expect_not "$t init reload, daemon up: no one-shot" '^packet-steering'
+	expect_not "$t init reload, daemon up: no one-shot" '^packet-steering apply'
 	expect "$t init reload: stock service kept off" '^stock disable$'
 
 	new_sandbox
@@ -416,6 +429,89 @@ for shell in $shells; do
 		"packet_steering.globals.mode=auto" >>"$sb/uci.db"
 	FAKE_UBUS_UP=1 run "$SH" "$tmp/rc.common" "$init" reload
 	expect_not "$t plain reload (firewall, interface): no sync" '^uci (set|commit)'
+
+	# --- who serves the ubus object (owner.sh) ---------------------------
+	owner_file() { cat "$root/var/run/packet-steering/owner" 2>/dev/null; }
+	expect_owner() {
+		if [ "$(owner_file)" = "$2" ]; then ok "$1"; else nok "$1" "owner record '$(owner_file)', want '$2'"; fi
+	}
+	record_owner() {
+		mkdir -p "$root/var/run/packet-steering" && echo "$1" >"$root/var/run/packet-steering/owner"
+	}
+
+	# A single-CPU router at boot: rpcd (started before us) already
+	# registered the plugin's object; no daemon, one apply, rpcd left alone.
+	new_sandbox
+	FAKE_PS_OWNER=rpcd FAKE_UBUS_UP=1 run "$SH" "$tmp/rc.common" "$init" start
+	expect_not "$t init start, owner rpcd: no daemon instance" '^procd_open_instance'
+	expect "$t init start, owner rpcd: one-shot apply" '^packet-steering apply --reason start$'
+	expect_not "$t init start, owner rpcd at boot, object registered: rpcd not restarted" '^rpcd restart'
+	expect "$t init start, owner rpcd: triggers still registered" '^procd_add_reload_trigger firewall packet_steering$'
+	expect_owner "$t init start, owner rpcd: recorded" rpcd
+
+	# Just installed: rpcd started before the plugin existed.
+	new_sandbox
+	FAKE_PS_OWNER=rpcd FAKE_UBUS_UP=0 run "$SH" "$tmp/rc.common" "$init" start
+	expect "$t init start, owner rpcd, object missing: rpcd restarted to list the plugin" '^rpcd restart$'
+
+	new_sandbox
+	FAKE_PS_OWNER=daemon run "$SH" "$tmp/rc.common" "$init" start
+	expect "$t init start, owner daemon: daemon instance" '^procd_set_param command /usr/sbin/packet-steering daemon$'
+	expect_not "$t init start, owner daemon: rpcd not restarted" '^rpcd'
+	expect_owner "$t init start, owner daemon: recorded" daemon
+
+	# Reload in plugin mode: the one-shot command, not a call through rpcd.
+	new_sandbox
+	record_owner rpcd
+	FAKE_PS_OWNER=rpcd FAKE_UBUS_UP=1 run "$SH" "$tmp/rc.common" "$init" reload
+	expect "$t init reload, owner rpcd: one-shot apply" '^packet-steering apply --reason reload$'
+	expect_not "$t init reload, owner rpcd: no ubus call" '^ubus .*call'
+	expect_not "$t init reload, owner rpcd: no restart" '^(restart|rpcd)'
+
+	# The option changed to the plugin: the daemon stops, its object goes,
+	# rpcd lists again and registers it; one apply; no daemon instance.
+	new_sandbox
+	record_owner daemon
+	FAKE_PS_OWNER=rpcd FAKE_UBUS_UP=0 run "$SH" "$tmp/rc.common" "$init" reload
+	expect "$t switch daemon -> rpcd: restart" '^restart$'
+	expect "$t switch daemon -> rpcd: rpcd restarted" '^rpcd restart$'
+	if [ "$(count '^rpcd restart$')" = 1 ]; then ok "$t switch daemon -> rpcd: rpcd restarted once"; else nok "$t switch daemon -> rpcd: rpcd restarted once" "$(cat "$sb/calls")"; fi
+	expect_not "$t switch daemon -> rpcd: no daemon instance" '^procd_open_instance'
+	expect "$t switch daemon -> rpcd: one-shot apply" '^packet-steering apply --reason start$'
+	expect_owner "$t switch daemon -> rpcd: recorded" rpcd
+	a=$(grep -n '^ubus list packet_steering$' "$sb/calls" | head -n 1 | cut -d: -f1)
+	r=$(grep -n '^rpcd restart$' "$sb/calls" | cut -d: -f1)
+	if [ -n "$a" ] && [ -n "$r" ] && [ "$a" -lt "$r" ]; then ok "$t switch daemon -> rpcd: object checked gone before rpcd lists"; else nok "$t switch daemon -> rpcd: object checked gone before rpcd lists" "$(cat "$sb/calls")"; fi
+
+	# And back: rpcd lists {} (it is restarted while the record says
+	# stopped), the daemon starts and registers.
+	new_sandbox
+	record_owner rpcd
+	FAKE_PS_OWNER=daemon FAKE_UBUS_UP=1 run "$SH" "$tmp/rc.common" "$init" reload
+	expect "$t switch rpcd -> daemon: restart" '^restart$'
+	if [ "$(count '^rpcd restart$')" = 1 ]; then ok "$t switch rpcd -> daemon: rpcd restarted once"; else nok "$t switch rpcd -> daemon: rpcd restarted once" "$(cat "$sb/calls")"; fi
+	expect "$t switch rpcd -> daemon: daemon instance" '^procd_set_param command /usr/sbin/packet-steering daemon$'
+	expect_not "$t switch rpcd -> daemon: no one-shot" '^packet-steering apply'
+	expect_owner "$t switch rpcd -> daemon: recorded" daemon
+
+	# Stopping the service in plugin mode takes the object off ubus too.
+	new_sandbox
+	record_owner rpcd
+	FAKE_PS_OWNER=rpcd run "$SH" "$tmp/rc.common" "$init" stop
+	expect "$t stop, owner rpcd: rpcd restarted (lists nothing)" '^rpcd restart$'
+	expect_owner "$t stop, owner rpcd: recorded stopped" stopped
+	new_sandbox
+	record_owner daemon
+	FAKE_PS_OWNER=daemon run "$SH" "$tmp/rc.common" "$init" stop
+	expect_not "$t stop, owner daemon: rpcd left alone" '^rpcd'
+
+	# Hotplug does not care who serves: `ubus call` reaches the plugin
+	# through rpcd as it reaches the daemon.
+	new_sandbox
+	record_owner rpcd
+	FAKE_UBUS_UP=1 ACTION=add DEVICENAME=eth0 run "$SH" -c '( . "$1" )' sh "$hotplug"
+	expect "$t hotplug add, object served by rpcd: ubus call" \
+		'^ubus -t 2 call packet_steering apply \{"device":"eth0","reason":"hotplug"\}$'
 
 	# --- uci-defaults ----------------------------------------------------
 	# The boot sources each script in a subshell from /etc/uci-defaults.
