@@ -33,24 +33,39 @@ func (e *Engine) loadStateLocked() {
 		e.live, e.lastApply = nil, nil
 		return
 	}
-	kv := map[string]string{}
+	var liveMode, liveFlows, lastNS, changed, failed, dur string
+	e.live, e.lastApply = nil, nil
+	r := &ApplyRecord{}
 	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, "="); ok {
-			kv[k] = v
+		k, v, _ := strings.Cut(line, "=")
+		switch k {
+		case "live_mode":
+			liveMode = v
+		case "live_flows":
+			liveFlows = v
+		case "last_time_ns":
+			lastNS = v
+		case "last_reason":
+			r.Reason = v
+		case "last_changed":
+			changed = v
+		case "last_failed":
+			failed = v
+		case "last_duration_us":
+			dur = v
 		}
 	}
-	e.live = nil
-	if m, err := ParseMode(kv["live_mode"]); err == nil {
-		if n, err := ParseFlows(kv["live_flows"]); err == nil {
+	if m, err := ParseMode(liveMode); err == nil {
+		if n, err := ParseFlows(liveFlows); err == nil {
 			e.live = &Settings{Mode: m, Flows: n, Source: SourceLive}
 		}
 	}
-	e.lastApply = nil
-	if t, err := time.Parse(time.RFC3339Nano, kv["last_time"]); err == nil {
-		r := &ApplyRecord{Time: t, Reason: kv["last_reason"]}
-		r.Changed, _ = strconv.Atoi(kv["last_changed"])
-		r.Failed, _ = strconv.Atoi(kv["last_failed"])
-		r.DurationUS, _ = strconv.ParseInt(kv["last_duration_us"], 10, 64)
+	// The time as Unix nanoseconds: no time parser needed.
+	if ns, err := strconv.ParseInt(lastNS, 10, 64); err == nil {
+		r.Time = time.Unix(0, ns)
+		r.Changed, _ = strconv.Atoi(changed)
+		r.Failed, _ = strconv.Atoi(failed)
+		r.DurationUS, _ = strconv.ParseInt(dur, 10, 64)
 		e.lastApply = r
 	}
 }
@@ -67,13 +82,8 @@ func (e *Engine) saveStateLocked() error {
 		b.WriteString("live_mode=" + string(e.live.Mode) + "\nlive_flows=" + strconv.Itoa(e.live.Flows) + "\n")
 	}
 	if r := e.lastApply; r != nil {
-		reason := strings.Map(func(c rune) rune {
-			if c == '\n' || c == '\r' {
-				return ' '
-			}
-			return c
-		}, r.Reason)
-		b.WriteString("last_time=" + r.Time.Format(time.RFC3339Nano) + "\nlast_reason=" + reason +
+		reason := strings.ReplaceAll(strings.ReplaceAll(r.Reason, "\n", " "), "\r", " ")
+		b.WriteString("last_time_ns=" + strconv.FormatInt(r.Time.UnixNano(), 10) + "\nlast_reason=" + reason +
 			"\nlast_changed=" + strconv.Itoa(r.Changed) + "\nlast_failed=" + strconv.Itoa(r.Failed) +
 			"\nlast_duration_us=" + strconv.FormatInt(r.DurationUS, 10) + "\n")
 	}

@@ -65,23 +65,15 @@ func ExecList(w io.Writer, serve bool) error {
 }
 
 // execExample is an example value whose JSON type rpcd's
-// rpc_plugin_parse_signature turns into the blobmsg type t.
+// rpc_plugin_parse_signature turns into the blobmsg type t, for the types
+// the method table uses (string, bool, int32); any other type would read
+// back as int32, which TestExecExampleTypes catches.
 func execExample(name string, t ubus.Type) ubus.Attr {
 	switch t {
 	case ubus.TypeString:
 		return ubus.String(name, "string")
 	case ubus.TypeBool:
 		return ubus.Bool(name, true)
-	case ubus.TypeInt16:
-		return ubus.Int32(name, 16)
-	case ubus.TypeInt64:
-		return ubus.Int32(name, 64)
-	case ubus.TypeDouble:
-		return ubus.Double(name, 0.5)
-	case ubus.TypeTable:
-		return ubus.Table(name)
-	case ubus.TypeArray:
-		return ubus.Array(name)
 	}
 	return ubus.Int32(name, 32)
 }

@@ -127,17 +127,20 @@ func TestExecList(t *testing.T) {
 	}
 }
 
-// Every blobmsg type maps to an example rpcd reads back as that type.
+// Every argument type of the method table maps to an example rpcd reads
+// back as that type.
 func TestExecExampleTypes(t *testing.T) {
-	for _, typ := range []ubus.Type{ubus.TypeString, ubus.TypeBool, ubus.TypeInt16, ubus.TypeInt32,
-		ubus.TypeInt64, ubus.TypeDouble, ubus.TypeTable, ubus.TypeArray} {
+	for _, m := range Methods() {
+		for _, p := range m.Args {
+			typ := p.Type
 		out, err := ubus.AttrsToJSON([]ubus.Attr{ubus.Table("m", execExample("a", typ))}, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		sig := rpcdSignature(t, out)
-		if len(sig) != 1 || len(sig[0].Args) != 1 || sig[0].Args[0].Type != typ {
-			t.Errorf("%s: example %s reads back as %+v", typ, out, sig)
+			sig := rpcdSignature(t, out)
+			if len(sig) != 1 || len(sig[0].Args) != 1 || sig[0].Args[0].Type != typ {
+				t.Errorf("%s.%s %s: example %s reads back as %+v", m.Name, p.Name, typ, out, sig)
+			}
 		}
 	}
 }

@@ -84,7 +84,7 @@ func runPlugin(ctx context.Context, env *cliEnv, args []string, cfg pluginConfig
 
 // runOwner is `packet-steering owner [--root DIR]`: prints who serves the
 // ubus object, "daemon" or "rpcd" (steering.ResolveServer), for the init
-// script; the reason goes to stderr with --explain.
+// script; a value of the option it does not understand is named on stderr.
 func runOwner(ctx context.Context, env *cliEnv, args []string) error {
 	c := newSubcommand(env, "owner", "owner [--root DIR]", "").withRoot()
 	if help, err := c.parse(args); help || err != nil {
