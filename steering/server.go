@@ -2,7 +2,7 @@ package steering
 
 import (
 	"context"
-	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/packet-steering/packet-steering/platform"
@@ -67,7 +67,7 @@ func ResolveServer(snap *platform.Snapshot) ServerChoice {
 		return c
 	case "auto":
 	default:
-		c.Problem = fmt.Sprintf("packet_steering.globals.daemon: unknown value %q, using auto (accepted: auto, 1, 0)", c.Setting)
+		c.Problem = "packet_steering.globals.daemon: unknown value " + strconv.Quote(c.Setting) + ", using auto (accepted: auto, 1, 0)"
 	}
 	c.Server = ServerRPCD
 	if c.CPUs >= 2 {

@@ -21,51 +21,34 @@ const StateFile = "var/run/packet-steering/state"
 // behave as one long-lived engine would.
 func WithStateFile(path string) Option { return func(e *Engine) { e.stateFile = path } }
 
+// The state file holds seven lines: the live mode and flows (empty without
+// a live setting), then the last apply's time in Unix nanoseconds (empty
+// without one), its changed, failed and duration_us counts, and its reason
+// last (the rest of the file, so any text fits).
+
 // loadStateLocked refreshes e.live and e.lastApply from the state file; the
-// caller holds e.mu. A missing or unreadable file is an empty state: the
-// record is advisory and must never stop steering.
+// caller holds e.mu. A missing, unreadable or malformed file is an empty
+// state: the record is advisory and must never stop steering.
 func (e *Engine) loadStateLocked() {
 	if e.stateFile == "" {
 		return
 	}
+	e.live, e.lastApply = nil, nil
 	b, err := os.ReadFile(e.stateFile)
-	if err != nil || len(b) > 4096 {
-		e.live, e.lastApply = nil, nil
+	f := strings.SplitN(string(b), "\n", 7)
+	if err != nil || len(b) > 4096 || len(f) != 7 {
 		return
 	}
-	var liveMode, liveFlows, lastNS, changed, failed, dur string
-	e.live, e.lastApply = nil, nil
-	r := &ApplyRecord{}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, _ := strings.Cut(line, "=")
-		switch k {
-		case "live_mode":
-			liveMode = v
-		case "live_flows":
-			liveFlows = v
-		case "last_time_ns":
-			lastNS = v
-		case "last_reason":
-			r.Reason = v
-		case "last_changed":
-			changed = v
-		case "last_failed":
-			failed = v
-		case "last_duration_us":
-			dur = v
-		}
-	}
-	if m, err := ParseMode(liveMode); err == nil {
-		if n, err := ParseFlows(liveFlows); err == nil {
+	if m, err := ParseMode(f[0]); err == nil {
+		if n, err := ParseFlows(f[1]); err == nil {
 			e.live = &Settings{Mode: m, Flows: n, Source: SourceLive}
 		}
 	}
-	// The time as Unix nanoseconds: no time parser needed.
-	if ns, err := strconv.ParseInt(lastNS, 10, 64); err == nil {
-		r.Time = time.Unix(0, ns)
-		r.Changed, _ = strconv.Atoi(changed)
-		r.Failed, _ = strconv.Atoi(failed)
-		r.DurationUS, _ = strconv.ParseInt(dur, 10, 64)
+	if ns, err := strconv.ParseInt(f[2], 10, 64); err == nil {
+		r := &ApplyRecord{Time: time.Unix(0, ns), Reason: f[6]}
+		r.Changed, _ = strconv.Atoi(f[3])
+		r.Failed, _ = strconv.Atoi(f[4])
+		r.DurationUS, _ = strconv.ParseInt(f[5], 10, 64)
 		e.lastApply = r
 	}
 }
@@ -77,21 +60,20 @@ func (e *Engine) saveStateLocked() error {
 	if e.stateFile == "" {
 		return nil
 	}
-	var b strings.Builder
+	f := make([]string, 7)
 	if e.live != nil {
-		b.WriteString("live_mode=" + string(e.live.Mode) + "\nlive_flows=" + strconv.Itoa(e.live.Flows) + "\n")
+		f[0], f[1] = string(e.live.Mode), strconv.Itoa(e.live.Flows)
 	}
 	if r := e.lastApply; r != nil {
-		reason := strings.ReplaceAll(strings.ReplaceAll(r.Reason, "\n", " "), "\r", " ")
-		b.WriteString("last_time_ns=" + strconv.FormatInt(r.Time.UnixNano(), 10) + "\nlast_reason=" + reason +
-			"\nlast_changed=" + strconv.Itoa(r.Changed) + "\nlast_failed=" + strconv.Itoa(r.Failed) +
-			"\nlast_duration_us=" + strconv.FormatInt(r.DurationUS, 10) + "\n")
+		f[2] = strconv.FormatInt(r.Time.UnixNano(), 10)
+		f[3], f[4] = strconv.Itoa(r.Changed), strconv.Itoa(r.Failed)
+		f[5], f[6] = strconv.FormatInt(r.DurationUS, 10), r.Reason
 	}
 	if err := os.MkdirAll(filepath.Dir(e.stateFile), 0o755); err != nil {
 		return err
 	}
 	tmp := e.stateFile + ".new"
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+	if err := os.WriteFile(tmp, []byte(strings.Join(f, "\n")), 0o644); err != nil {
 		return err
 	}
 	return os.Rename(tmp, e.stateFile)

@@ -62,35 +62,35 @@ type Args struct {
 	set  []bool
 }
 
-// Field is one argument of a method whose decoded arguments are a T: its
-// policy and how a validated value is stored in T. Set names a field of T,
-// so a misspelt field does not compile; the wire name exists only in the
-// policy, the one place both the signature and validation read it from.
-type Field[T any] struct {
+// Field is one argument of a method: its policy and how a value the policy
+// accepted is stored in the method's argument struct. Set gets a pointer
+// to that struct and names one of its fields, so a misspelt field does not
+// compile; the wire name exists only in the policy, the one place both the
+// signature and validation read it from. (Not generic: four instantiations
+// cost the router binary more than its size budget allows.)
+type Field struct {
 	ArgPolicy
-	// Set stores a value the policy accepted into the argument struct.
-	Set func(dst *T, a ubus.Attr)
+	Set func(dst any, a ubus.Attr)
 }
 
-// decodeArgs validates attrs against fields (ParseArgs) and decodes them
-// into a copy of defaults: an argument not given keeps its default.
-func decodeArgs[T any](fields []Field[T], defaults T, attrs []ubus.Attr) (T, error) {
+// decodeArgs validates attrs against fields (ParseArgs) and stores each
+// argument given into dst, a pointer to the argument struct holding the
+// defaults of the arguments not given.
+func decodeArgs(fields []Field, dst any, attrs []ubus.Attr) error {
 	vals, err := ParseArgs(policies(fields), attrs)
 	if err != nil {
-		var zero T
-		return zero, err
+		return err
 	}
-	out := defaults
 	for i, f := range fields {
 		if vals.set[i] {
-			f.Set(&out, vals.vals[i])
+			f.Set(dst, vals.vals[i])
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // policies returns the policy of each field, in order.
-func policies[T any](fields []Field[T]) []ArgPolicy {
+func policies(fields []Field) []ArgPolicy {
 	out := make([]ArgPolicy, len(fields))
 	for i, f := range fields {
 		out[i] = f.ArgPolicy

@@ -91,10 +91,10 @@ func TestDecodeArgs(t *testing.T) {
 		Count *int
 		On    bool
 	}
-	fields := []Field[testArgs]{
-		{ArgPolicy{Name: "name", Type: ubus.TypeString}, func(d *testArgs, a ubus.Attr) { d.Name = a.Str }},
-		{ArgPolicy{Name: "count", Type: ubus.TypeInt32, Check: checkFlows}, func(d *testArgs, a ubus.Attr) { n := int(a.Int); d.Count = &n }},
-		{ArgPolicy{Name: "on", Type: ubus.TypeBool}, func(d *testArgs, a ubus.Attr) { d.On = a.Bool() }},
+	fields := []Field{
+		{ArgPolicy{Name: "name", Type: ubus.TypeString}, func(d any, a ubus.Attr) { d.(*testArgs).Name = a.Str }},
+		{ArgPolicy{Name: "count", Type: ubus.TypeInt32, Check: checkFlows}, func(d any, a ubus.Attr) { n := int(a.Int); d.(*testArgs).Count = &n }},
+		{ArgPolicy{Name: "on", Type: ubus.TypeBool}, func(d any, a ubus.Attr) { d.(*testArgs).On = a.Bool() }},
 	}
 	defaults := testArgs{Name: "default", On: true}
 	tests := []struct {
@@ -111,7 +111,8 @@ func TestDecodeArgs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := decodeArgs(fields, defaults, tt.args)
+			got := defaults
+			err := decodeArgs(fields, &got, tt.args)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || ubus.StatusOf(err) != ubus.StatusInvalidArgument {
 					t.Fatalf("err = %v, want INVALID_ARGUMENT containing %q", err, tt.wantErr)

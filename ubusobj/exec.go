@@ -1,6 +1,7 @@
 package ubusobj
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -49,33 +50,25 @@ func ExecList(w io.Writer, serve bool) error {
 		for _, m := range Methods() {
 			args := make([]ubus.Attr, len(m.Args))
 			for i, p := range m.Args {
-				args[i] = execExample(p.Name, p.Type)
+				// An example whose JSON type rpcd's
+				// rpc_plugin_parse_signature reads back as p.Type, for the
+				// types the table uses; TestExecExampleTypes checks it.
+				switch p.Type {
+				case ubus.TypeString:
+					args[i] = ubus.String(p.Name, "string")
+				case ubus.TypeBool:
+					args[i] = ubus.Bool(p.Name, true)
+				default:
+					args[i] = ubus.Int32(p.Name, 32)
+				}
 			}
 			top = append(top, ubus.Table(m.Name, args...))
 		}
 	}
-	out, err := ubus.AttrsToJSON(top, "")
-	if err != nil {
-		return fmt.Errorf("ubusobj: list: %w", err)
-	}
-	if _, err := w.Write(append(out, '\n')); err != nil {
+	if _, err := w.Write(append(ubus.AttrsToStdJSON(top, ""), '\n')); err != nil {
 		return fmt.Errorf("ubusobj: list: %w", err)
 	}
 	return nil
-}
-
-// execExample is an example value whose JSON type rpcd's
-// rpc_plugin_parse_signature turns into the blobmsg type t, for the types
-// the method table uses (string, bool, int32); any other type would read
-// back as int32, which TestExecExampleTypes catches.
-func execExample(name string, t ubus.Type) ubus.Attr {
-	switch t {
-	case ubus.TypeString:
-		return ubus.String(name, "string")
-	case ubus.TypeBool:
-		return ubus.Bool(name, true)
-	}
-	return ubus.Int32(name, 32)
 }
 
 // MaxExecInput bounds the arguments read from stdin in `call`: rpcd writes
@@ -98,7 +91,7 @@ func (o *Object) ExecCall(ctx context.Context, method string, in io.Reader, out 
 		return o.execFail(out, fmt.Errorf("%w: read arguments: %w", ubus.StatusUnknownError, err))
 	}
 	var args []ubus.Attr
-	if len(trimSpace(data)) > 0 {
+	if len(bytes.TrimSpace(data)) > 0 {
 		if args, err = ubus.AttrsFromJSON(data); err != nil {
 			return o.execFail(out, fmt.Errorf("%w: arguments: %w", ubus.StatusInvalidArgument, err))
 		}
@@ -120,24 +113,13 @@ func (o *Object) execFail(out io.Writer, err error) error {
 	switch ubus.StatusOf(err) {
 	case ubus.StatusInvalidArgument, ubus.StatusMethodNotFound:
 		// Not an object: rpcd replies INVALID_ARGUMENT.
-		if _, werr := io.WriteString(out, "false\n"); werr != nil {
+		if _, werr := out.Write([]byte("false\n")); werr != nil {
 			return errors.Join(err, werr)
 		}
 	default:
-		if _, werr := io.WriteString(out, "null\n"); werr != nil {
+		if _, werr := out.Write([]byte("null\n")); werr != nil {
 			return errors.Join(err, werr)
 		}
 	}
 	return err
-}
-
-// trimSpace is bytes.TrimSpace for JSON's white space.
-func trimSpace(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\n' || b[0] == '\r') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t' || b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
-		b = b[:len(b)-1]
-	}
-	return b
 }

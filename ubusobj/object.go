@@ -85,13 +85,14 @@ type Method struct {
 	call func(o *Object, ctx context.Context, args []ubus.Attr) (any, error)
 }
 
-// method builds a row whose arguments decode into a T: fields is the one
-// policy table of the method (wire names, types, checks) and says where
-// each value goes in T; defaults holds the value of an argument not given.
-func method[T any](name string, defaults T, fields []Field[T], run func(o *Object, ctx context.Context, a T) (any, error)) Method {
+// method builds a row: fields is the one policy table of the method (wire
+// names, types, checks) and says where each value goes in the argument
+// struct newArgs returns (a pointer, holding the defaults); run gets that
+// pointer once the arguments are decoded.
+func method(name string, newArgs func() any, fields []Field, run func(o *Object, ctx context.Context, a any) (any, error)) Method {
 	return Method{Name: name, Args: policies(fields), call: func(o *Object, ctx context.Context, args []ubus.Attr) (any, error) {
-		a, err := decodeArgs(fields, defaults, args)
-		if err != nil {
+		a := newArgs()
+		if err := decodeArgs(fields, a, args); err != nil {
 			return nil, err
 		}
 		return run(o, ctx, a)
@@ -124,33 +125,33 @@ type setModeArgs struct {
 // shows it.
 func Methods() []Method {
 	return []Method{
-		method("status", noArgs{}, nil, (*Object).callStatus),
-		method("get_queues", queuesArgs{}, []Field[queuesArgs]{
+		method("status", func() any { return &noArgs{} }, nil, (*Object).callStatus),
+		method("get_queues", func() any { return &queuesArgs{} }, []Field{
 			{ArgPolicy{Name: "device", Type: ubus.TypeString, Check: checkDevice,
 				Doc: "only this netdev (default: every device)"},
-				func(d *queuesArgs, a ubus.Attr) { d.Device = a.Str }},
+				func(d any, a ubus.Attr) { d.(*queuesArgs).Device = a.Str }},
 		}, (*Object).callQueues),
-		method("apply", applyArgs{Reason: DefaultReason}, []Field[applyArgs]{
+		method("apply", func() any { return &applyArgs{Reason: DefaultReason} }, []Field{
 			{ArgPolicy{Name: "reason", Type: ubus.TypeString, Check: checkReason,
 				Doc: "why, recorded in status and the event (default \"" + DefaultReason + "\")"},
-				func(d *applyArgs, a ubus.Attr) { d.Reason = a.Str }},
+				func(d any, a ubus.Attr) { d.(*applyArgs).Reason = a.Str }},
 			{ArgPolicy{Name: "device", Type: ubus.TypeString, Check: checkDevice,
 				Doc: "only this netdev's knobs (default: every device)"},
-				func(d *applyArgs, a ubus.Attr) { d.Device = a.Str }},
+				func(d any, a ubus.Attr) { d.(*applyArgs).Device = a.Str }},
 			{ArgPolicy{Name: "dry_run", Type: ubus.TypeBool,
 				Doc: "report what would change, write nothing"},
-				func(d *applyArgs, a ubus.Attr) { d.DryRun = a.Bool() }},
+				func(d any, a ubus.Attr) { d.(*applyArgs).DryRun = a.Bool() }},
 		}, (*Object).callApply),
-		method("set_mode", setModeArgs{Persist: true}, []Field[setModeArgs]{
+		method("set_mode", func() any { return &setModeArgs{Persist: true} }, []Field{
 			{ArgPolicy{Name: "mode", Type: ubus.TypeString, Required: true, Check: checkMode,
 				Doc: "off, legacy, all, auto, custom or adaptive"},
-				func(d *setModeArgs, a ubus.Attr) { d.Mode = steering.Mode(a.Str) }},
+				func(d any, a ubus.Attr) { d.(*setModeArgs).Mode = steering.Mode(a.Str) }},
 			{ArgPolicy{Name: "flows", Type: ubus.TypeInt32, Check: checkFlows,
 				Doc: "rps_flow_cnt per rx queue, 0 to steering.MaxFlows (default: unchanged)"},
-				func(d *setModeArgs, a ubus.Attr) { n := int(a.Int); d.Flows = &n }},
+				func(d any, a ubus.Attr) { n := int(a.Int); d.(*setModeArgs).Flows = &n }},
 			{ArgPolicy{Name: "persist", Type: ubus.TypeBool,
 				Doc: "write the choice to UCI (default true)"},
-				func(d *setModeArgs, a ubus.Attr) { d.Persist = a.Bool() }},
+				func(d any, a ubus.Attr) { d.(*setModeArgs).Persist = a.Bool() }},
 		}, (*Object).callSetMode),
 	}
 }
@@ -349,7 +350,7 @@ type ServiceInfo struct {
 	Events bool `json:"events"`
 }
 
-func (o *Object) callStatus(ctx context.Context, _ noArgs) (any, error) {
+func (o *Object) callStatus(ctx context.Context, _ any) (any, error) {
 	st, err := o.engine.Status(ctx)
 	if err != nil {
 		return nil, err
@@ -368,8 +369,8 @@ type queuesReply struct {
 	Devices []steering.DeviceQueues `json:"devices"`
 }
 
-func (o *Object) callQueues(ctx context.Context, a queuesArgs) (any, error) {
-	dev := a.Device
+func (o *Object) callQueues(ctx context.Context, v any) (any, error) {
+	dev := v.(*queuesArgs).Device
 	devs, err := o.engine.Queues(ctx, dev)
 	if err != nil {
 		return nil, err
@@ -391,7 +392,8 @@ func (o *Object) callQueues(ctx context.Context, a queuesArgs) (any, error) {
 	return queuesReply{Devices: devs}, nil
 }
 
-func (o *Object) callApply(ctx context.Context, a applyArgs) (any, error) {
+func (o *Object) callApply(ctx context.Context, v any) (any, error) {
+	a := v.(*applyArgs)
 	res, err := o.Apply(ctx, steering.ApplyRequest{Reason: a.Reason, Device: a.Device, DryRun: a.DryRun})
 	if err != nil {
 		return nil, err
@@ -399,7 +401,8 @@ func (o *Object) callApply(ctx context.Context, a applyArgs) (any, error) {
 	return normalise(res), nil
 }
 
-func (o *Object) callSetMode(ctx context.Context, a setModeArgs) (any, error) {
+func (o *Object) callSetMode(ctx context.Context, v any) (any, error) {
+	a := v.(*setModeArgs)
 	res, err := o.SetMode(ctx, steering.SetModeRequest{Mode: a.Mode, Flows: a.Flows, Persist: a.Persist})
 	if err != nil {
 		return nil, err

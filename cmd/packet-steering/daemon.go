@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"os"
 	"os/signal"
 	rtdebug "runtime/debug"
@@ -75,7 +75,7 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 	if sc, err := eng.Server(ctx); err != nil {
 		return err
 	} else if sc.Server != steering.ServerDaemon {
-		return fmt.Errorf("rpcd serves %s here (packet_steering.globals.daemon %s, %d CPUs online): set the option to 1 to run the daemon", ubusobj.Path, sc.Setting, sc.CPUs)
+		return errors.New("rpcd serves packet_steering here (packet_steering.globals.daemon " + sc.Setting + "): set the option to 1 to run the daemon")
 	}
 	if os.Getenv("GOGC") == "" {
 		// A smaller heap goal than Go's default 100: the daemon's live heap

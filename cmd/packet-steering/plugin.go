@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -54,32 +53,38 @@ type pluginConfig struct {
 // exit status is 0, or the ubus status the daemon would have replied, for
 // people running it by hand; rpcd reads only stdout.
 func runPlugin(ctx context.Context, env *cliEnv, args []string, cfg pluginConfig) int {
-	if len(args) == 0 || (args[0] != "list" && args[0] != "call") || (args[0] == "call") != (len(args) == 2) ||
-		(args[0] == "list" && len(args) != 1) {
+	verb := strings.Join(args, " ")
+	if verb != "list" && (len(args) != 2 || args[0] != "call") {
 		fmt.Fprintln(env.stderr, "usage: "+pluginName+" list | "+pluginName+" call METHOD  (the rpcd exec plugin protocol; arguments as JSON on stdin)")
 		return 2
 	}
 	eng := oneShotEngine(cfg.root, steering.WithLockWait(cfg.timeout))
-	if args[0] == "list" {
-		if err := ubusobj.ExecList(env.stdout, pluginServes(ctx, eng, cfg.root, env)); err != nil {
-			fmt.Fprintf(env.stderr, "%s list: %v\n", pluginName, err)
-			return 1
-		}
-		return 0
+	var err error
+	if verb == "list" {
+		err = ubusobj.ExecList(env.stdout, pluginServes(ctx, eng, cfg.root))
+	} else {
+		ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+		defer cancel()
+		obj := ubusobj.New(eng, ubusobj.Options{Server: steering.ServerRPCD, Logger: newDaemonLogger(env.stderr, false)})
+		err = obj.ExecCall(ctx, args[1], env.stdin, env.stdout)
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
-	defer cancel()
-	obj := ubusobj.New(eng, ubusobj.Options{Server: steering.ServerRPCD, Logger: newDaemonLogger(env.stderr, false)})
-	err := obj.ExecCall(ctx, args[1], env.stdin, env.stdout)
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintf(env.stderr, "%s call %s: %v\n", pluginName, args[1], err)
-	var st ubus.Status
-	if errors.As(err, &st) {
-		return int(st)
+	fmt.Fprintf(env.stderr, "%s %s: %v\n", pluginName, verb, err)
+	return int(ubus.StatusOf(err))
+}
+
+// pluginServes decides whether `list` registers the object: as the init
+// script last recorded it (steering.OwnerFile), else, before the init
+// script ran at boot, as steering.ResolveServer decides. When in doubt it
+// does not: the daemon may own the name.
+func pluginServes(ctx context.Context, eng *steering.Engine, root string) bool {
+	if b, err := os.ReadFile(filepath.Join(root, steering.OwnerFile)); err == nil {
+		return strings.TrimSpace(string(b)) == string(steering.ServerRPCD)
 	}
-	return int(ubus.StatusUnknownError)
+	c, err := eng.Server(ctx)
+	return err == nil && c.Server == steering.ServerRPCD
 }
 
 // runOwner is `packet-steering owner [--root DIR]`: prints who serves the
@@ -107,20 +112,4 @@ func runOwner(ctx context.Context, env *cliEnv, args []string) error {
 // next process sees them.
 func oneShotEngine(root string, opts ...steering.Option) *steering.Engine {
 	return steering.NewEngine(root, append([]steering.Option{steering.WithStateFile(filepath.Join(root, steering.StateFile))}, opts...)...)
-}
-
-// pluginServes decides whether `list` registers the object: as the init
-// script last recorded it (steering.OwnerFile), else, before the init
-// script ran at boot, as steering.ResolveServer decides. When in doubt it
-// does not: the daemon may own the name.
-func pluginServes(ctx context.Context, eng *steering.Engine, root string, env *cliEnv) bool {
-	if b, err := os.ReadFile(filepath.Join(root, steering.OwnerFile)); err == nil {
-		return strings.TrimSpace(string(b)) == string(steering.ServerRPCD)
-	}
-	c, err := eng.Server(ctx)
-	if err != nil {
-		fmt.Fprintf(env.stderr, "%s list: %v\n", pluginName, err)
-		return false
-	}
-	return c.Server == steering.ServerRPCD
 }
