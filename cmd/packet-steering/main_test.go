@@ -23,6 +23,7 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{"status bad root", []string{"status", "--root", "/nonexistent"}, "not an existing directory"},
 		{"daemon bad root", []string{"daemon", "--root", "/nonexistent"}, "not an existing directory"},
 		{"release bad root", []string{"release", "--root", "/nonexistent"}, "not an existing directory"},
+		{"owner bad root", []string{"owner", "--root", "/nonexistent"}, "not an existing directory"},
 		{"root is a file", []string{"status", "--root", "/proc/self/status"}, "not an existing directory"},
 		{"unknown flag", []string{"status", "--nope"}, "flag provided but not defined"},
 		{"stray argument", []string{"queues", "extra"}, "unexpected argument"},
