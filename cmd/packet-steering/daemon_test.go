@@ -659,8 +659,12 @@ func TestDaemonProcessSignals(t *testing.T) {
 
 // TestMain runs the tests, or, in a re-executed test binary, the daemon
 // process of TestDaemonProcessSignals: main with the arguments from the
-// environment, signals as in main.
+// environment, signals as in main; run under the rpcd plugin's name, the
+// plugin (pluginMain).
 func TestMain(m *testing.M) {
+	if isPlugin(os.Args[0]) {
+		os.Exit(pluginMain())
+	}
 	testenv.Main(m, map[string]func() int{
 		"daemon": func() int {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

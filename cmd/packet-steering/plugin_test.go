@@ -16,24 +16,21 @@ import (
 
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
-	"github.com/packet-steering/packet-steering/platform/fixture"
+	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 	"github.com/packet-steering/packet-steering/steering"
 )
 
-// TestMain lets the test binary be the plugin: run through a symlink named
-// packet_steering (as rpcd runs /usr/libexec/rpcd/packet_steering) it is
-// main's plugin path, with the call timeout from the environment instead
-// of pluginCallTimeout.
-func TestMain(m *testing.M) {
-	if isPlugin(os.Args[0]) {
-		timeout := pluginCallTimeout
-		if d, err := time.ParseDuration(os.Getenv("PS_PLUGIN_TIMEOUT")); err == nil {
-			timeout = d
-		}
-		env := &cliEnv{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin}
-		os.Exit(runPlugin(context.Background(), env, os.Args[1:], pluginConfig{root: pluginRoot(), timeout: timeout}))
+// pluginMain lets the test binary be the plugin (TestMain calls it): run
+// through a symlink named packet_steering (as rpcd runs
+// /usr/libexec/rpcd/packet_steering) it is main's plugin path, with the
+// call timeout from the environment instead of pluginCallTimeout.
+func pluginMain() int {
+	timeout := pluginCallTimeout
+	if d, err := time.ParseDuration(os.Getenv("PS_PLUGIN_TIMEOUT")); err == nil {
+		timeout = d
 	}
-	os.Exit(m.Run())
+	env := &cliEnv{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin}
+	return runPlugin(context.Background(), env, os.Args[1:], pluginConfig{root: pluginRoot(), timeout: timeout})
 }
 
 // pluginExe is the test binary under the plugin's name.
@@ -61,19 +58,6 @@ func setDaemonOption(t *testing.T, root, v string) {
 	if err := os.WriteFile(filepath.Join(root, "etc/config/packet_steering"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func presetRoot(t *testing.T, name string) string {
-	t.Helper()
-	spec, ok := fixture.Preset(name)
-	if !ok {
-		t.Fatalf("no preset %s", name)
-	}
-	root := t.TempDir()
-	if err := fixture.Build(root, spec); err != nil {
-		t.Fatal(err)
-	}
-	return root
 }
 
 // execPlugin runs the plugin as rpcd does: `list` with stdin and stderr on
@@ -136,7 +120,7 @@ func TestPluginListOwner(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.preset+" daemon="+tt.option+" recorded="+tt.recorded, func(t *testing.T) {
-			root := presetRoot(t, tt.preset)
+			root := fixturetest.Root(t, tt.preset, nil)
 			setDaemonOption(t, root, tt.option)
 			if tt.recorded != "" {
 				p := filepath.Join(root, steering.OwnerFile)
@@ -184,7 +168,7 @@ func TestPluginListOwner(t *testing.T) {
 // binary under the plugin's name.
 func TestPluginExecProtocol(t *testing.T) {
 	exe := pluginExe(t)
-	root := presetRoot(t, "bcm47081")
+	root := fixturetest.Root(t, "bcm47081", nil)
 	tests := []struct {
 		name  string
 		stdin string
@@ -231,7 +215,7 @@ func TestPluginExecProtocol(t *testing.T) {
 // changed; once the lock is free the same call works.
 func TestPluginCallTimeout(t *testing.T) {
 	exe := pluginExe(t)
-	root := presetRoot(t, "demo")
+	root := fixturetest.Root(t, "demo", nil)
 	setDaemonOption(t, root, "0")
 	lockDir := filepath.Join(root, "var/lock")
 	if err := os.MkdirAll(lockDir, 0o755); err != nil {
@@ -322,7 +306,7 @@ func TestMethodsDaemonAndPlugin(t *testing.T) {
 	}
 	for server, start := range servers {
 		t.Run(string(server), func(t *testing.T) {
-			root := daemonFixture(t)
+			root := fixturetest.Root(t, "demo", nil)
 			c := start(t, root)
 			mustCall := func(method, args string) map[string]any {
 				t.Helper()
@@ -395,7 +379,7 @@ func TestMethodsDaemonAndPlugin(t *testing.T) {
 
 // The plugin's reply has the daemon's shape, key for key.
 func TestPluginStatusShapeMatchesDaemon(t *testing.T) {
-	root := daemonFixture(t)
+	root := fixturetest.Root(t, "demo", nil)
 	_, sock := ubustest.Start(t)
 	d := startDaemon(t, sock, steering.NewEngine(root))
 	waitForObject(t, sock, 5*time.Second)
