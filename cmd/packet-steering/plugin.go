@@ -65,7 +65,16 @@ func runPlugin(ctx context.Context, env *cliEnv, args []string, cfg pluginConfig
 	} else {
 		ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 		defer cancel()
-		obj := ubusobj.New(eng, ubusobj.Options{Server: steering.ServerRPCD, Logger: newDaemonLogger(env.stderr, false)})
+		// rpcd discards stderr: on a router, applies and failures go to
+		// the system log as the daemon's do.
+		log := newDaemonLogger(env.stderr, false)
+		if cfg.root == "/" {
+			if sys, err := dialSyslog(defaultSyslogPath, "packet-steering"); err == nil {
+				defer sys.Close()
+				log = newSyslogLogger(sys, env.stderr, false)
+			}
+		}
+		obj := ubusobj.New(eng, ubusobj.Options{Server: steering.ServerRPCD, Logger: log})
 		err = obj.ExecCall(ctx, args[1], env.stdin, env.stdout)
 	}
 	if err == nil {
