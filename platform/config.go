@@ -118,8 +118,9 @@ func (f *reader) readLocked(rel string) ([]byte, error) {
 			return nil, err
 		}
 		held, same, err := lockedIsCurrent(f.dir.Fd(), rel, fd)
+		f.Count.AddOther(3) // flock, fstat, fstatat
 		if err != nil || !same {
-			unix.Close(fd)
+			f.CloseFd(fd)
 			if err != nil {
 				return nil, err
 			}
@@ -128,15 +129,15 @@ func (f *reader) readLocked(rel string) ([]byte, error) {
 		// Refused before a byte is read: a directory, a FIFO, a file
 		// beyond uci.MaxFileSize.
 		if held.Mode&unix.S_IFMT != unix.S_IFREG {
-			unix.Close(fd)
+			f.CloseFd(fd)
 			return nil, &uci.LimitError{File: rel, Msg: "not a regular file"}
 		}
 		if held.Size > uci.MaxFileSize {
-			unix.Close(fd)
+			f.CloseFd(fd)
 			return nil, &uci.LimitError{File: rel, Msg: itoa(int(held.Size)) + " bytes, over the limit of " + itoa(uci.MaxFileSize) + " bytes per config file"}
 		}
 		b, err := f.ReadFd(fd, rel, false)
-		unix.Close(fd)
+		f.CloseFd(fd)
 		return b, err
 	}
 }

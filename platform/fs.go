@@ -62,18 +62,24 @@ type reader struct {
 	// inputsOnly leaves out what only describes the machine (see
 	// Reader.ReadInputs).
 	inputsOnly bool
+	// decisionOnly also leaves out what only status and the adaptive mode
+	// show (see Reader.ReadDecision); it implies inputsOnly.
+	decisionOnly bool
 	// pool keeps scratch buffers between Reads of a Reader; nil: none.
 	pool *sync.Pool
 }
 
 // newReader opens f's root for one Read. The main reader reads
 // proc/interrupts and lists proc/ of a router in one call.
-func (f FS) newReader() (*reader, error) {
-	d, err := kfs.Open(f.root)
+// With count set, every system call of the Read is counted there.
+func (f FS) newReader(count *kfs.Counts) (*reader, error) {
+	r := &reader{FS: f, Reader: kfs.Reader{BufSize: 4096, DentsSize: 8192, Count: count}}
+	d, err := r.Open(f.root)
 	if err != nil {
 		return nil, fmt.Errorf("platform: root %s: %w", f.root, err)
 	}
-	return &reader{FS: f, Reader: kfs.Reader{BufSize: 4096, DentsSize: 8192}, dir: d}, nil
+	r.dir = d
+	return r, nil
 }
 
 // scratch is the buffers of one Read's readers, which a Reader keeps
@@ -86,7 +92,9 @@ type scratch struct {
 // useBuffers gives r the buffers b, where b has them.
 func (r *reader) useBuffers(b kfs.Reader) {
 	if b.DentsSize >= r.DentsSize {
+		count := r.Count
 		r.Reader = b
+		r.Count = count
 	}
 }
 
@@ -97,7 +105,7 @@ func (r *reader) buffers() kfs.Reader { return r.Reader }
 // of its own (smaller: it reads attributes and a netdev's directory), for
 // another goroutine; only r closes the directory.
 func (r *reader) sibling() *reader {
-	return &reader{FS: r.FS, Reader: kfs.Reader{BufSize: 512, DentsSize: 2048}, dir: r.dir, memo: r.memo, inputsOnly: r.inputsOnly, pool: r.pool}
+	return &reader{FS: r.FS, Reader: kfs.Reader{BufSize: 512, DentsSize: 2048, Count: r.Count}, dir: r.dir, memo: r.memo, inputsOnly: r.inputsOnly, decisionOnly: r.decisionOnly, pool: r.pool}
 }
 
 // close releases the root directory.

@@ -32,7 +32,9 @@ func (f *reader) readIdentity(g *gaps) Identity {
 	if id.Board, err = f.str(f.dir, boardNamePath); err != nil {
 		g.add(boardNamePath, err)
 	}
-	if id.Model, err = f.str(f.dir, modelPath); err != nil {
+	if f.decisionOnly {
+		// the model is shown, never matched
+	} else if id.Model, err = f.str(f.dir, modelPath); err != nil {
 		g.add(modelPath, err)
 	}
 	if b, err := f.File(f.dir, releasePath); err != nil {

@@ -28,22 +28,33 @@ func Read(ctx context.Context, root string) (*Snapshot, error) {
 
 // Read reads the machine below f's root; see the package-level Read.
 func (f FS) Read(ctx context.Context) (*Snapshot, error) {
-	return f.readWith(ctx, nil, false, nil)
+	return f.readWith(ctx, nil, readAll, nil, nil)
 }
 
-// readWith is Read with a config memo (nil for none), of everything or of
-// the decision's inputs only.
-func (f FS) readWith(ctx context.Context, memo *configMemo, inputsOnly bool, pool *sync.Pool) (*Snapshot, error) {
+// readLevel is how much of the machine a Read reads.
+type readLevel int
+
+const (
+	readAll      readLevel = iota // everything (Read)
+	readInputs                    // the inputs of plans and views (ReadInputs)
+	readDecision                  // what an apply decides with (ReadDecision)
+)
+
+// readWith is Read with a config memo (nil for none), of as much as level
+// says, counting its system calls in count (nil:
+// not counted).
+func (f FS) readWith(ctx context.Context, memo *configMemo, level readLevel, pool *sync.Pool, count *kfs.Counts) (*Snapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("platform: read %s: %w", f.root, err)
 	}
-	r, err := f.newReader()
+	r, err := f.newReader(count)
 	if err != nil {
 		return nil, err
 	}
 	defer r.close()
 	r.memo = memo
-	r.inputsOnly = inputsOnly
+	r.inputsOnly = level >= readInputs
+	r.decisionOnly = level >= readDecision
 	r.pool = pool
 	return r.read(ctx)
 }
@@ -55,11 +66,16 @@ func (f FS) readWith(ctx context.Context, memo *configMemo, inputsOnly bool, poo
 // Reader. It is safe for concurrent use.
 type Reader struct {
 	memo    configMemo
-	scratch sync.Pool // *scratch: buffers of finished Reads
+	scratch sync.Pool   // *scratch: buffers of finished Reads
+	count   *kfs.Counts // nil: calls not counted
 }
 
 // NewReader returns a Reader with nothing remembered yet.
 func NewReader() *Reader { return &Reader{} }
+
+// NewCountingReader is NewReader counting the file system calls of every
+// Read in c, for tests and benchmarks that measure what a read costs.
+func NewCountingReader(c *kfs.Counts) *Reader { return &Reader{count: c} }
 
 // Read is the package-level Read, with r's memo.
 func (r *Reader) Read(ctx context.Context, root string) (*Snapshot, error) {
@@ -67,7 +83,7 @@ func (r *Reader) Read(ctx context.Context, root string) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return f.readWith(ctx, &r.memo, false, &r.scratch)
+	return f.readWith(ctx, &r.memo, readAll, &r.scratch, r.count)
 }
 
 // ReadInputs is Read without the fields that only describe the machine and
@@ -81,7 +97,19 @@ func (r *Reader) ReadInputs(ctx context.Context, root string) (*Snapshot, error)
 	if err != nil {
 		return nil, err
 	}
-	return f.readWith(ctx, &r.memo, true, &r.scratch)
+	return f.readWith(ctx, &r.memo, readInputs, &r.scratch, r.count)
+}
+
+// ReadDecision is ReadInputs without what a plan never decides with and
+// only status or the adaptive mode show: Softnet stays empty and
+// Identity.Model "" (proc/net/softnet_stat and tmp/sysinfo/model are not
+// read). An apply reads the machine this way.
+func (r *Reader) ReadDecision(ctx context.Context, root string) (*Snapshot, error) {
+	f, err := NewFS(root)
+	if err != nil {
+		return nil, err
+	}
+	return f.readWith(ctx, &r.memo, readDecision, &r.scratch, r.count)
 }
 
 // read is one Read through r. A snapshot is hundreds of small files; so
@@ -112,7 +140,11 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 		func(r *reader) { s.CPUs = r.readCPUs(&cpuGaps) },
 		func(r *reader) { s.IRQs = r.readIRQs(&irqGaps) },
 		func(r *reader) {
-			s.Softnet = r.readSoftnet(&netGaps)
+			if r.decisionOnly {
+				s.Softnet = []SoftnetStat{}
+			} else {
+				s.Softnet = r.readSoftnet(&netGaps)
+			}
 			s.RPSSockFlowEntries = r.readRPSSockFlowEntries(&netGaps)
 		},
 		func(r *reader) { s.Identity = r.readIdentity(&idGaps) },

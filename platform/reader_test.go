@@ -186,7 +186,7 @@ func TestDirNames(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := f.newReader()
+		r, err := f.newReader(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,7 +215,7 @@ func TestReadBigFile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := f.newReader()
+		r, err := f.newReader(nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -203,6 +203,9 @@ type Engine struct {
 	// platform.Reader.ReadInputs); WithReader sets it to the same
 	// function as read.
 	readInputs func(ctx context.Context, root string) (*platform.Snapshot, error)
+	// readDecision reads what an apply decides with (see
+	// platform.Reader.ReadDecision); WithReader sets it too.
+	readDecision func(ctx context.Context, root string) (*platform.Snapshot, error)
 
 	// sem serialises applies and mode changes in this process; a channel
 	// so that waiting honours ctx.
@@ -264,7 +267,14 @@ func WithLockWait(d time.Duration) Option { return func(e *Engine) { e.lockWait 
 // WithReader replaces the machine reader, by default a platform.Reader of
 // the engine's own (tests use it to hand in a snapshot).
 func WithReader(read func(ctx context.Context, root string) (*platform.Snapshot, error)) Option {
-	return func(e *Engine) { e.read, e.readInputs = read, read }
+	return func(e *Engine) { e.read, e.readInputs, e.readDecision = read, read, read }
+}
+
+// WithPlatformReader makes the engine read the machine through pr (a
+// counting reader, in tests that measure what an apply reads), each kind
+// of read with its own method as with the default reader.
+func WithPlatformReader(pr *platform.Reader) Option {
+	return func(e *Engine) { e.read, e.readInputs, e.readDecision = pr.Read, pr.ReadInputs, pr.ReadDecision }
 }
 
 // NewEngine returns an engine for the machine below root ("/" on a router).
@@ -273,14 +283,15 @@ func NewEngine(root string, opts ...Option) *Engine {
 	// config file while its bytes stay the same.
 	pr := platform.NewReader()
 	e := &Engine{
-		root:       root,
-		configDir:  filepath.Join(root, "etc", "config"),
-		lockDir:    filepath.Join(root, "var", "lock"),
-		runDir:     filepath.Join(root, "var", "run"),
-		now:        time.Now,
-		read:       pr.Read,
-		readInputs: pr.ReadInputs,
-		sem:        make(chan struct{}, 1),
+		root:         root,
+		configDir:    filepath.Join(root, "etc", "config"),
+		lockDir:      filepath.Join(root, "var", "lock"),
+		runDir:       filepath.Join(root, "var", "run"),
+		now:          time.Now,
+		read:         pr.Read,
+		readInputs:   pr.ReadInputs,
+		readDecision: pr.ReadDecision,
+		sem:          make(chan struct{}, 1),
 	}
 	for _, o := range opts {
 		o(e)
@@ -312,6 +323,16 @@ func (e *Engine) inputs(ctx context.Context) (*platform.Snapshot, error) {
 		return nil, fmt.Errorf("read %s: %w", e.root, err)
 	}
 	return snap, nil
+}
+
+// decisionState is state reading only what an apply decides with: no
+// softnet counters, no model name.
+func (e *Engine) decisionState(ctx context.Context) (*platform.Snapshot, Settings, error) {
+	snap, err := e.readDecision(ctx, e.root)
+	if err != nil {
+		return nil, Settings{}, fmt.Errorf("read %s: %w", e.root, err)
+	}
+	return e.settle(snap)
 }
 
 // state reads the machine's inputs and resolves the effective settings.
@@ -505,7 +526,7 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 	start := time.Now()
 	if snap == nil {
 		var err error
-		if snap, eff, err = e.state(ctx); err != nil {
+		if snap, eff, err = e.decisionState(ctx); err != nil {
 			return nil, err
 		}
 	}

@@ -25,10 +25,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -42,8 +44,45 @@ const MaxFile = 16 << 20
 // Dir is an open directory that names are resolved below. The zero Dir is
 // not valid; Open and Reader.Sub make one, Close releases it.
 type Dir struct {
-	fd   int
-	name string // for errors
+	fd    int
+	name  string  // for errors
+	count *Counts // counts Close; nil: not counted
+}
+
+// Counts counts the system calls a Reader makes (and the closes of the
+// Dirs it opens), for tests and benchmarks that measure how much one read
+// of a machine costs. It is safe for concurrent use: Readers of several
+// goroutines may share one.
+type Counts struct {
+	Openat, Read, Getdents, Readlink, Stat, Close atomic.Int64
+	// Other is calls a caller makes on the Reader's files itself (flock,
+	// fstat) and counts with AddOther.
+	Other atomic.Int64
+}
+
+// AddOther counts n system calls made outside the Reader (see Other); a
+// nil c counts nothing.
+func (c *Counts) AddOther(n int) {
+	if c != nil {
+		c.Other.Add(int64(n))
+	}
+}
+
+// Total is the sum of all counted system calls.
+func (c *Counts) Total() int64 {
+	return c.Openat.Load() + c.Read.Load() + c.Getdents.Load() + c.Readlink.Load() + c.Stat.Load() + c.Close.Load() + c.Other.Load()
+}
+
+// String is the counts as "openat N, read N, ...".
+func (c *Counts) String() string {
+	return fmt.Sprintf("openat %d, read %d, close %d, getdents64 %d, readlinkat %d, fstatat %d, other %d",
+		c.Openat.Load(), c.Read.Load(), c.Close.Load(), c.Getdents.Load(), c.Readlink.Load(), c.Stat.Load(), c.Other.Load())
+}
+
+func (c *Counts) add(n *atomic.Int64) {
+	if c != nil {
+		n.Add(1)
+	}
 }
 
 // Open opens the directory path (O_PATH: for resolving names below it, not
@@ -66,6 +105,9 @@ func (d Dir) Close() error {
 	if d.fd < 0 {
 		return nil
 	}
+	if d.count != nil {
+		d.count.add(&d.count.Close)
+	}
 	return unix.Close(d.fd)
 }
 
@@ -84,6 +126,8 @@ type Reader struct {
 	// BufSize is the first size of the content buffer (default 4096);
 	// DentsSize the size of the directory-record buffer (default 8192).
 	BufSize, DentsSize int
+	// Count, when set, counts every system call the Reader makes.
+	Count *Counts
 
 	buf   []byte
 	dents []byte
@@ -117,6 +161,9 @@ func (r *Reader) openat(d Dir, flags int, parts []string) (int, error) {
 		return -1, &fs.PathError{Op: "open", Path: join(parts), Err: unix.EINVAL}
 	}
 	for {
+		if r.Count != nil {
+			r.Count.add(&r.Count.Openat)
+		}
 		fd, _, errno := syscall.Syscall6(unix.SYS_OPENAT, uintptr(d.fd), uintptr(unsafe.Pointer(&p[0])),
 			uintptr(flags|unix.O_CLOEXEC|unix.O_LARGEFILE), 0, 0, 0)
 		if errno == unix.EINTR {
@@ -136,7 +183,20 @@ func (r *Reader) Sub(d Dir, parts ...string) (Dir, error) {
 	if err != nil {
 		return Dir{fd: -1}, err
 	}
-	return Dir{fd: fd, name: join(parts)}, nil
+	return Dir{fd: fd, name: join(parts), count: r.Count}, nil
+}
+
+// Open is the package-level Open, counted in r.Count; the Dir's Close is
+// counted too.
+func (r *Reader) Open(path string) (Dir, error) {
+	if r.Count != nil {
+		r.Count.add(&r.Count.Openat)
+	}
+	d, err := Open(path)
+	if err == nil {
+		d.count = r.Count
+	}
+	return d, err
 }
 
 // Attr reads the file parts (joined by '/') below d, for a file the kernel
@@ -162,14 +222,25 @@ func (r *Reader) read(d Dir, parts []string, shortIsEOF bool) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer unix.Close(fd)
+	defer r.close(fd)
 	return r.ReadFd(fd, join(parts), shortIsEOF)
+}
+
+// CloseFd closes fd (from OpenFile), counted in r.Count.
+func (r *Reader) CloseFd(fd int) { r.close(fd) }
+
+// close closes fd, counted.
+func (r *Reader) close(fd int) {
+	if r.Count != nil {
+		r.Count.add(&r.Count.Close)
+	}
+	unix.Close(fd)
 }
 
 // OpenFile opens the file parts (joined by '/') below d read-only, for a
 // caller that must hold it open around the read (a shared flock, as
 // libuci's readers take); read it with ReadFd and close it with
-// unix.Close. It opens with O_NONBLOCK, so that a FIFO in the file's place
+// CloseFd. It opens with O_NONBLOCK, so that a FIFO in the file's place
 // does not block the open (regular files ignore the flag): the caller can
 // refuse what fstat says is not a regular file.
 func (r *Reader) OpenFile(d Dir, parts ...string) (int, error) {
@@ -187,7 +258,7 @@ func (r *Reader) ReadFd(fd int, name string, shortIsEOF bool) ([]byte, error) {
 		}
 		r.buf = make([]byte, 0, size)
 	}
-	buf, err := readInto(fd, name, r.buf[:0], shortIsEOF)
+	buf, err := readInto(fd, name, r.buf[:0], shortIsEOF, r.Count)
 	if buf != nil {
 		r.buf = buf
 	}
@@ -195,7 +266,8 @@ func (r *Reader) ReadFd(fd int, name string, shortIsEOF bool) ([]byte, error) {
 }
 
 // readInto appends fd's contents to buf, growing it up to MaxFile.
-func readInto(fd int, name string, buf []byte, shortIsEOF bool) ([]byte, error) {
+// Reads are counted in c (nil: not counted).
+func readInto(fd int, name string, buf []byte, shortIsEOF bool, c *Counts) ([]byte, error) {
 	for {
 		if len(buf) == cap(buf) {
 			if cap(buf) >= MaxFile {
@@ -206,6 +278,9 @@ func readInto(fd int, name string, buf []byte, shortIsEOF bool) ([]byte, error) 
 			buf = nb
 		}
 		want := cap(buf) - len(buf)
+		if c != nil {
+			c.add(&c.Read)
+		}
 		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
 		if err == unix.EINTR {
 			continue
@@ -247,6 +322,9 @@ func (r *Reader) Names(d Dir, fn func(name []byte), parts ...string) error {
 		r.dents = make([]byte, size)
 	}
 	for {
+		if r.Count != nil {
+			r.Count.add(&r.Count.Getdents)
+		}
 		n, err := unix.Getdents(fd, r.dents)
 		if err == unix.EINTR {
 			continue
@@ -289,6 +367,9 @@ func (r *Reader) Readlink(d Dir, parts ...string) (string, error) {
 		if !ok {
 			return "", &fs.PathError{Op: "readlink", Path: join(parts), Err: unix.EINVAL}
 		}
+		if r.Count != nil {
+			r.Count.add(&r.Count.Readlink)
+		}
 		n, _, errno := syscall.Syscall6(unix.SYS_READLINKAT, uintptr(d.fd), uintptr(unsafe.Pointer(&p[0])),
 			uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), 0, 0)
 		if errno == unix.EINTR {
@@ -321,6 +402,9 @@ func (r *Reader) LinkBase(d Dir, parts ...string) (string, error) {
 // following a final symbolic link.
 func (r *Reader) Exists(d Dir, parts ...string) bool {
 	var st unix.Stat_t
+	if r.Count != nil {
+		r.Count.add(&r.Count.Stat)
+	}
 	return unix.Fstatat(d.fd, join(parts), &st, unix.AT_SYMLINK_NOFOLLOW) == nil
 }
 
@@ -332,7 +416,7 @@ func ReadPath(path string, buf []byte) ([]byte, error) {
 		return nil, err
 	}
 	defer unix.Close(fd)
-	b, err := readInto(fd, path, buf, false)
+	b, err := readInto(fd, path, buf, false, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -236,3 +236,60 @@ func TestKernelFiles(t *testing.T) {
 		t.Errorf("listing /proc: %d names, %v", n, err)
 	}
 }
+
+// TestCounts checks that a counting Reader counts each system call of
+// each operation: an attribute is openat, one read, close; a listing
+// openat, getdents64 until it returns 0, close; a link one readlinkat.
+func TestCounts(t *testing.T) {
+	root := tree(t)
+	tests := []struct {
+		name string
+		op   func(r *Reader, d Dir) error
+		want string
+	}{
+		{"attr", func(r *Reader, d Dir) error { _, err := r.Attr(d, "devices/eth0/ifindex"); return err },
+			"openat 1, read 1, close 1, getdents64 0, readlinkat 0, fstatat 0, other 0"},
+		{"file", func(r *Reader, d Dir) error { _, err := r.File(d, "devices/eth0/ifindex"); return err },
+			"openat 1, read 2, close 1, getdents64 0, readlinkat 0, fstatat 0, other 0"},
+		{"names", func(r *Reader, d Dir) error { return r.Names(d, func([]byte) {}, "devices/eth0/queues") },
+			"openat 1, read 0, close 1, getdents64 2, readlinkat 0, fstatat 0, other 0"},
+		{"readlink", func(r *Reader, d Dir) error { _, err := r.Readlink(d, "class/net/eth0"); return err },
+			"openat 0, read 0, close 0, getdents64 0, readlinkat 1, fstatat 0, other 0"},
+		{"sub", func(r *Reader, d Dir) error {
+			s, err := r.Sub(d, "devices")
+			if err != nil {
+				return err
+			}
+			return s.Close()
+		}, "openat 1, read 0, close 1, getdents64 0, readlinkat 0, fstatat 0, other 0"},
+		{"exists", func(r *Reader, d Dir) error { r.Exists(d, "big"); return nil },
+			"openat 0, read 0, close 0, getdents64 0, readlinkat 0, fstatat 1, other 0"},
+		{"missing", func(r *Reader, d Dir) error {
+			if _, err := r.Attr(d, "nothing"); !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			return nil
+		}, "openat 1, read 0, close 0, getdents64 0, readlinkat 0, fstatat 0, other 0"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var c Counts
+			r := &Reader{Count: &c}
+			d, err := r.Open(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			c = Counts{} // the root's open is not the operation's
+			if err := tc.op(r, d); err != nil {
+				t.Fatal(err)
+			}
+			if got := c.String(); got != tc.want {
+				t.Errorf("counts\n got  %s\n want %s", got, tc.want)
+			}
+			if c.Total() == 0 {
+				t.Error("Total is 0")
+			}
+		})
+	}
+}
