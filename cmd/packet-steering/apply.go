@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/packet-steering/packet-steering/steering"
 )
@@ -50,7 +49,7 @@ func printResult(w io.Writer, res *steering.Result, dryRun bool) error {
 	if len(res.Changed)+len(res.Failed)+len(res.Skipped) == 0 {
 		return nil
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w, false)
 	for _, a := range res.Changed {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s -> %s\n", verb, a.Kind, actionTarget(a), orDash(a.Current), a.Value)
 	}

@@ -104,7 +104,7 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	var takeover func(context.Context)
 	if _, err := os.Stat(ownInit); err == nil && c.rootDir() == "/" {
-		takeover = runInitReload(log)
+		takeover = runInitReload(log, *socket)
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"text/tabwriter"
 
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/platform"
@@ -91,7 +90,7 @@ func readSnapshotFile(path string) (*platform.Snapshot, error) {
 // knobs (kind, target, current, desired, "=" when it already holds or
 // "change"), a count, then hints.
 func printPlan(w io.Writer, p *steering.Plan) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w, false)
 	fmt.Fprintf(tw, "mode\t%s (flows %d)\n", p.Mode, p.Flows)
 	fmt.Fprintf(tw, "policy\t%s\n", p.Policy)
 	if p.Evidence != "" {
@@ -105,7 +104,7 @@ func printPlan(w io.Writer, p *steering.Plan) error {
 	if len(p.Actions) == 0 {
 		fmt.Fprintln(w, "nothing to manage in this mode")
 	} else {
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		tw = newTable(w, false)
 		fmt.Fprintln(tw, "KIND\tTARGET\tCURRENT\tDESIRED\tSTATE")
 		for _, a := range p.Actions {
 			state := "="

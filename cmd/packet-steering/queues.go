@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform"
@@ -70,7 +69,7 @@ func machineLine(s *platform.Snapshot) string {
 // on one row). A wanted value that differs from the live one shows as
 // "live -> wanted".
 func printQueues(w io.Writer, machine string, devs []steering.DeviceQueues) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w, false)
 	if machine != "" {
 		fmt.Fprintf(tw, "%s\n", machine)
 	}

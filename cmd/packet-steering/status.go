@@ -6,7 +6,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/packet-steering/packet-steering/steering"
@@ -41,7 +40,7 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 // tx-completion threads with their tx queues), then a table of per-CPU
 // softnet counters.
 func printStatus(w io.Writer, st *steering.Status, threads []steering.ThreadStatus) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w, false)
 	src := st.Configured.Source
 	if src == "" {
 		src = "default"
@@ -98,7 +97,7 @@ func printStatus(w io.Writer, st *steering.Status, threads []steering.ThreadStat
 	}
 	if len(threads) > 0 {
 		fmt.Fprintln(w, "napi threads:")
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		tw = newTable(w, false)
 		fmt.Fprintln(tw, "  DEVICE\tQUEUES\tTHREAD\tCPUS")
 		for _, t := range threads {
 			fmt.Fprintf(tw, "  %s\t%s\t%s [%d]\t%s\n", t.Device, queueRange(t.Queues), t.Thread, t.PID, wantList(t.CPUs, t.WantCPUs))
@@ -111,7 +110,7 @@ func printStatus(w io.Writer, st *steering.Status, threads []steering.ThreadStat
 		return nil
 	}
 	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	tw = newTable(w, true)
 	fmt.Fprintln(tw, "cpu\tprocessed\tdropped\ttime_squeeze\trps_received\t")
 	for _, c := range st.CPUs {
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t\n", c.CPU, c.Processed, c.Dropped, c.TimeSqueeze, c.RPSReceived)

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"os"
-	"strconv"
+	"fmt"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/packet-steering/packet-steering/internal/ubus"
@@ -25,8 +23,12 @@ const (
 	procdServiceObject = "service"
 	// stockService is netifd's service, the one packet-steering replaces.
 	stockService = "packet_steering"
-	// ownInit is the init script whose reload takes over again.
-	ownInit = "/etc/init.d/packet-steering"
+	// ownInit is the init script whose reload takes over again; rpcd's
+	// rc object runs it by its name, ownInitName.
+	ownInit     = "/etc/init.d/packet-steering"
+	ownInitName = "packet-steering"
+	// rcObject is rpcd's ubus object for the init scripts.
+	rcObject = "rc"
 	// takeoverTimeout bounds one run of the takeover command.
 	takeoverTimeout = 30 * time.Second
 )
@@ -101,62 +103,33 @@ func (w *serviceWatch) startTakeover() {
 }
 
 // runInitReload is the takeover on a router: `/etc/init.d/packet-steering
-// reload` (ps_takeover, then an apply through ubus), with its output on
-// /dev/null. It runs outside the apply path, on the watcher's goroutine;
-// syscall's fork/exec keeps os/exec (about 130 KB) out of the router
-// binary. ctx bounds the wait: the script is killed when it runs longer.
-func runInitReload(log *lineLogger) func(ctx context.Context) {
+// reload` (ps_takeover, then an apply through ubus), run by rpcd on
+// request over ubus (`ubus call rc init '{"name":"packet-steering",
+// "action":"reload"}'`; rpcd's rc object runs the init scripts of
+// /etc/init.d/ with start, stop, restart, reload, enable or disable). The
+// daemon itself neither forks nor execs: fork/exec cost the mipsle router
+// binary about 25 KB. It runs outside the apply path, on the watcher's
+// goroutine, on a connection of its own; ctx bounds the call.
+func runInitReload(log *lineLogger, socket string) func(ctx context.Context) {
 	return func(ctx context.Context) {
-		if err := runWait(ctx, ownInit, "reload"); err != nil {
+		if err := callInitReload(ctx, socket); err != nil {
 			log.Error("taking over from netifd's packet_steering service failed", "err", err)
 		}
 	}
 }
 
-// runWait runs path with args, stdin and output on /dev/null, and waits
-// for it; when ctx ends first the process is killed.
-func runWait(ctx context.Context, path string, args ...string) error {
-	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+// callInitReload asks rpcd's rc object on the broker at socket to reload
+// the init script ownInit.
+func callInitReload(ctx context.Context, socket string) error {
+	conn, err := ubus.Dial(ctx, socket)
 	if err != nil {
 		return err
 	}
-	defer null.Close()
-	fd := null.Fd()
-	pid, err := syscall.ForkExec(path, append([]string{path}, args...), &syscall.ProcAttr{
-		Env:   os.Environ(),
-		Files: []uintptr{fd, fd, fd},
-	})
-	if err != nil {
-		return &os.PathError{Op: "exec", Path: path, Err: err}
-	}
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-ctx.Done():
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		case <-done:
-		}
-	}()
-	var ws syscall.WaitStatus
-	for {
-		_, err = syscall.Wait4(pid, &ws, 0, nil)
-		if err != syscall.EINTR {
-			break
-		}
-	}
-	switch {
-	case err != nil:
-		return &os.PathError{Op: "wait", Path: path, Err: err}
-	case ws.Signaled():
-		return &exitStatusError{path: path, status: "killed by " + ws.Signal().String()}
-	case ws.ExitStatus() != 0:
-		return &exitStatusError{path: path, status: "exit status " + strconv.Itoa(ws.ExitStatus())}
+	defer conn.Close()
+	if _, err := conn.Call(ctx, rcObject, "init", []ubus.Attr{
+		ubus.String("name", ownInitName), ubus.String("action", "reload"),
+	}); err != nil {
+		return fmt.Errorf("ubus call %s init %s reload: %w", rcObject, ownInitName, err)
 	}
 	return nil
 }
-
-// exitStatusError is a command that failed.
-type exitStatusError struct{ path, status string }
-
-func (e *exitStatusError) Error() string { return e.path + ": " + e.status }

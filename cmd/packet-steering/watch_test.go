@@ -106,3 +106,56 @@ func TestServiceWatchCoalesces(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 }
+
+// TestInitReloadThroughRC: the takeover asks rpcd's rc object (here a
+// stand-in on the test broker) to reload the daemon's init script, and
+// reports a refused or missing rc object as an error that names the call.
+func TestInitReloadThroughRC(t *testing.T) {
+	tests := []struct {
+		name     string
+		register bool
+		status   error
+		wantErr  string
+	}{
+		{name: "reloaded", register: true},
+		{name: "script failed", register: true, status: ubus.StatusUnknownError, wantErr: "ubus call rc init packet-steering reload"},
+		{name: "no rpcd", wantErr: "ubus call rc init packet-steering reload"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, sock := ubustest.Start(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			calls := make(chan []ubus.Attr, 4)
+			if tt.register {
+				rpcd := dialTest(t, sock)
+				rc := &ubus.Object{Path: rcObject, Methods: []ubus.Method{{Name: "init",
+					Handler: func(ctx context.Context, req *ubus.Request) ([]ubus.Attr, error) {
+						calls <- req.Args
+						return nil, tt.status
+					}}}}
+				if err := rpcd.AddObject(ctx, rc); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := callInitReload(ctx, sock)
+			if tt.wantErr == "" && err != nil {
+				t.Fatalf("callInitReload: %v", err)
+			}
+			if tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("callInitReload: %v, want an error with %q", err, tt.wantErr)
+			}
+			if !tt.register {
+				return
+			}
+			args := <-calls
+			got := map[string]string{}
+			for _, a := range args {
+				got[a.Name] = a.Str
+			}
+			if got["name"] != "packet-steering" || got["action"] != "reload" || len(args) != 2 {
+				t.Errorf("rc init args = %+v, want name packet-steering, action reload", args)
+			}
+		})
+	}
+}

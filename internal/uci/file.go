@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/kfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -212,17 +213,29 @@ const stockCommitAge = 2 * time.Second
 // (this package renames its own before it unlocks) or a dead writer's.
 func stockCommitPending(path string) bool {
 	dir, name := filepath.Split(path)
-	matches, err := filepath.Glob(filepath.Join(dir, "."+name+".uci-*"))
+	if dir == "" {
+		dir = "."
+	}
+	d, err := kfs.Open(dir)
 	if err != nil {
 		return false
 	}
-	for _, m := range matches {
-		fi, err := os.Lstat(m)
-		if err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) < stockCommitAge {
-			return true
+	defer d.Close()
+	// The names are listed with kfs, not filepath.Glob: Glob and its
+	// pattern matcher cost the router binary about 20 KB for one prefix.
+	prefix := "." + name + ".uci-"
+	var r kfs.Reader
+	pending := false
+	_ = r.Names(d, func(n []byte) {
+		if pending || !bytes.HasPrefix(n, []byte(prefix)) {
+			return
 		}
-	}
-	return false
+		fi, err := os.Lstat(filepath.Join(dir, string(n)))
+		if err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) < stockCommitAge {
+			pending = true
+		}
+	}, ".")
+	return pending
 }
 
 // notOverwritten says, for a writer, that a file refused by a limit is left
