@@ -3,7 +3,6 @@ package ubus
 import (
 	"bytes"
 	"encoding"
-	"encoding/base64"
 	"fmt"
 	"math"
 	"reflect"
@@ -325,7 +324,7 @@ func (c *ValueCodec) encode(name string, v reflect.Value, depth int) (Attr, erro
 			return Attr{Name: name, Type: TypeUnspec}, nil
 		}
 		if t.Elem().Kind() == reflect.Uint8 {
-			return String(name, base64.StdEncoding.EncodeToString(v.Bytes())), nil
+			return String(name, b64Encode(v.Bytes())), nil
 		}
 		fallthrough
 	case reflect.Array:
@@ -535,7 +534,7 @@ func (c *ValueCodec) decode(a *Attr, v reflect.Value, path string) error {
 		return nil
 	case reflect.Slice:
 		if a.Type == TypeString && v.Type().Elem().Kind() == reflect.Uint8 {
-			b, err := base64.StdEncoding.DecodeString(a.Str)
+			b, err := b64Decode(a.Str)
 			if err != nil {
 				return fmt.Errorf("%s: %w", path, err)
 			}
