@@ -234,6 +234,7 @@ type valueSample struct {
 	Huge    float64            `json:"huge"`
 	I8      int8               `json:"i8"`
 	U       uint               `json:"u"`
+	U64     uint64             `json:"u64"`
 	Bytes   []byte             `json:"bytes"`
 	NilB    []byte             `json:"nil_b"`
 	Arr     [3]uint8           `json:"arr"`
@@ -258,7 +259,7 @@ func sampleValue() valueSample {
 	tm := time.Date(2026, 11, 30, 3, 4, 5, 6, time.FixedZone("x", 3600))
 	return valueSample{
 		Inner: Inner{A: 1, C: true}, inner2: &inner2{C: 2, D: 3}, E: "e", Skip: 1, Dash: 2,
-		F32: 0.1, F64: 2.5, Whole: -3, Tiny: 1e-9, Huge: 1.5e300, I8: -8, U: 1 << 40,
+		F32: 0.1, F64: 2.5, Whole: -3, Tiny: 1e-9, Huge: 1.5e300, I8: -8, U: math.MaxUint32, U64: 1 << 40,
 		Bytes: []byte{0, 1, 254, 255}, Arr: [3]uint8{1, 2, 3}, T: tm, TP: &tm, Text: textPtr{"t"},
 		MI: map[int]string{10: "ten", -2: "minus", 3: "three"}, MU: map[uint8][]int{7: {1}},
 		MS:  map[string]any{"z": 1.0, "a": []any{"x", 2.5, nil, true}, "\xff": 1, "m": map[string]any{}},
