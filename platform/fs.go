@@ -143,21 +143,26 @@ func (r *reader) num(d kfs.Dir, parts ...string) (int, error) {
 		s := string(b)
 		var err error
 		if n, err = strconv.Atoi(s); err != nil {
-			return 0, &fs.PathError{Op: "parse", Path: strings.Join(parts, "/"), Err: errors.New("not an integer: " + strconv.Quote(s))}
+			return 0, &fs.PathError{Op: "parse", Path: strings.Join(parts, "/"), Err: err}
 		}
 	}
 	return n, nil
 }
 
-// atoiBytes parses an optionally signed decimal of at most 18 digits as
-// strconv.Atoi does, without allocating; false means "not parsed here".
+// atoiMaxDigits is how many decimal digits always fit an int: 18 where int
+// has 64 bits, 9 where it has 32 (mips, mipsle, arm).
+const atoiMaxDigits = strconv.IntSize * 9 / 32
+
+// atoiBytes parses an optionally signed decimal of at most atoiMaxDigits
+// digits as strconv.Atoi does, without allocating; false means "not parsed
+// here" (callers fall back to strconv, which reports a range error).
 func atoiBytes(b []byte) (int, bool) {
 	neg := false
 	if len(b) > 0 && (b[0] == '-' || b[0] == '+') {
 		neg = b[0] == '-'
 		b = b[1:]
 	}
-	if len(b) == 0 || len(b) > 18 {
+	if len(b) == 0 || len(b) > atoiMaxDigits {
 		return 0, false
 	}
 	n := 0
