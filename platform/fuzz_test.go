@@ -44,7 +44,7 @@ func FuzzParseSoftnet(f *testing.F) {
 	f.Add("00000001 00000002 00000003 00000000 00000000 00000000 00000000 00000000 00000000\n")
 	f.Add("1 2\n")
 	f.Fuzz(func(t *testing.T, in string) {
-		stats, _ := parseSoftnet(strings.NewReader(in))
+		stats, _ := ParseSoftnet(strings.NewReader(in))
 		for _, s := range stats {
 			if s.CPU < 0 || s.CPU >= cpuset.MaxCPUs {
 				t.Fatalf("cpu %d out of range", s.CPU)
@@ -73,7 +73,7 @@ func FuzzParseStat(f *testing.F) {
 // FuzzNumbers: the allocation-free number parsers agree with strconv.
 func FuzzNumbers(f *testing.F) {
 	for _, s := range []string{"0", "42", "-7", "+3", "ffffffff", "100000000", "18446744073709551615",
-		"18446744073709551616", "999999999999999999", "1x", "", " 1", "0x10", "-", "FfFf"} {
+		"18446744073709551616", "ffffffffffffffff", "10000000000000000", "999999999999999999", "1x", "", " 1", "0x10", "-", "FfFf"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -87,10 +87,10 @@ func FuzzNumbers(f *testing.F) {
 		if ok != (err == nil) || (ok && u != w) {
 			t.Fatalf("parseUintBytes(%q) = %d %v, strconv says %d %v", s, u, ok, w, err)
 		}
-		h, ok := parseHex32([]byte(s))
-		w, err = strconv.ParseUint(s, 16, 32)
+		h, ok := parseHex64([]byte(s))
+		w, err = strconv.ParseUint(s, 16, 64)
 		if ok != (err == nil) || (ok && h != w) {
-			t.Fatalf("parseHex32(%q) = %d %v, strconv says %d %v", s, h, ok, w, err)
+			t.Fatalf("parseHex64(%q) = %d %v, strconv says %d %v", s, h, ok, w, err)
 		}
 	})
 }

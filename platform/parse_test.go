@@ -154,10 +154,13 @@ func TestParseSoftnet(t *testing.T) {
 			{CPU: 0, Processed: 16, Dropped: 2, TimeSqueeze: 3, RPSReceived: 32, FlowLimit: 5},
 			{CPU: 2, Processed: 16, Dropped: 2, TimeSqueeze: 3, RPSReceived: 32, FlowLimit: 5}}},
 		{"15 columns", row(15, 7), []SoftnetStat{{CPU: 7, Processed: 16, Dropped: 2, TimeSqueeze: 3, RPSReceived: 32, FlowLimit: 5}}},
+		{"64-bit columns", "fffffffffffffffe 100000000 80000000 0 0 0 0 0 0 123456789abc 0 0 3\n", []SoftnetStat{
+			{CPU: 3, Processed: 1<<64 - 2, Dropped: 1 << 32, TimeSqueeze: 1 << 31, RPSReceived: 0x123456789abc}}},
+		{"blank lines", "\n" + row(9, 0) + "  \n", []SoftnetStat{{CPU: 0, Processed: 16, Dropped: 2, TimeSqueeze: 3}}},
 		{"empty", "", []SoftnetStat{}},
 	}
 	for _, c := range cases {
-		got, err := parseSoftnet(strings.NewReader(c.in))
+		got, err := ParseSoftnet(strings.NewReader(c.in))
 		if err != nil || !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s: %+v, %v; want %+v", c.name, got, err, c.want)
 		}
@@ -166,10 +169,11 @@ func TestParseSoftnet(t *testing.T) {
 		"0000001 00000002\n",                    // truncated row
 		"zz 0 0 0 0 0 0 0 0\n",                  // not hex
 		"1 2 3 4 5 6 7 8 9 10 11 12 ffffffff\n", // cpu out of range
-		"100000000 0 0 0 0 0 0 0 0\n",           // more than 32 bits
+		"10000000000000000 0 0 0 0 0 0 0 0\n",   // more than 64 bits
+		"1 2 3\n",                               // 3 columns
 	} {
-		if got, err := parseSoftnet(strings.NewReader(bad)); err == nil {
-			t.Errorf("parseSoftnet(%q) = %+v, want error", bad, got)
+		if got, err := ParseSoftnet(strings.NewReader(bad)); err == nil {
+			t.Errorf("ParseSoftnet(%q) = %+v, want error", bad, got)
 		}
 	}
 }

@@ -20,11 +20,21 @@ import (
 // Kernels have printed 9 (before 3.11), 11, 13 (since 5.10) and 15 (since
 // 6.x) columns. The CPU id exists only since 13 columns; before, the row
 // index stands in for it (wrong when CPUs are offline, but all there is).
+//
+// The kernel keeps these counters as 32-bit unsigned ints and prints them
+// with %08x, so they wrap at 2^32; the columns are read as 64-bit values
+// all the same, so a wider counter is never mistaken for bad input and no
+// value is cut to the host's int size. Telling a wrap from a reset is the
+// business of whoever subtracts two readings.
 const softnetPath = "proc/net/softnet_stat"
 
-// parseSoftnet parses proc/net/softnet_stat. A row with fewer than 9 fields
-// or a non-hex field is an error (rows before it are returned).
-func parseSoftnet(r io.Reader) ([]SoftnetStat, error) {
+// softnetMinColumns is the fewest columns a softnet_stat row has had.
+const softnetMinColumns = 9
+
+// ParseSoftnet parses proc/net/softnet_stat, one SoftnetStat per row. A row
+// with fewer than 9 columns, a field that is not hex or above 64 bits, or a
+// CPU id out of range is an error; the rows before it are returned.
+func ParseSoftnet(r io.Reader) ([]SoftnetStat, error) {
 	b, err := io.ReadAll(io.LimitReader(r, kfs.MaxFile))
 	if err != nil {
 		return []SoftnetStat{}, fmt.Errorf("softnet_stat: %w", err)
@@ -32,7 +42,7 @@ func parseSoftnet(r io.Reader) ([]SoftnetStat, error) {
 	return parseSoftnetBytes(b)
 }
 
-// parseSoftnetBytes is parseSoftnet on the file's contents.
+// parseSoftnetBytes is ParseSoftnet on the file's contents.
 func parseSoftnetBytes(b []byte) ([]SoftnetStat, error) {
 	stats := []SoftnetStat{}
 	var vals [softnetColumns]uint64
@@ -50,10 +60,10 @@ func parseSoftnetBytes(b []byte) ([]SoftnetStat, error) {
 			if fld, rest = nextField(rest); fld == nil {
 				break
 			}
-			v, ok := parseHex32(fld)
+			v, ok := parseHex64(fld)
 			if !ok {
-				if countFields(line) < 9 {
-					return stats, fmt.Errorf("softnet_stat row %d: %d columns, want at least 9", row, countFields(line))
+				if c := countFields(line); c < softnetMinColumns {
+					return stats, fmt.Errorf("softnet_stat row %d: %d columns, want at least %d", row, c, softnetMinColumns)
 				}
 				return stats, fmt.Errorf("softnet_stat row %d column %d: bad hex %q", row, n+1, fld)
 			}
@@ -64,8 +74,8 @@ func parseSoftnetBytes(b []byte) ([]SoftnetStat, error) {
 		if n == 0 {
 			continue
 		}
-		if n < 9 {
-			return stats, fmt.Errorf("softnet_stat row %d: %d columns, want at least 9", row, n)
+		if n < softnetMinColumns {
+			return stats, fmt.Errorf("softnet_stat row %d: %d columns, want at least %d", row, n, softnetMinColumns)
 		}
 		s := SoftnetStat{CPU: row, Processed: vals[0], Dropped: vals[1], TimeSqueeze: vals[2]}
 		if n >= 10 {
@@ -98,9 +108,9 @@ func countFields(b []byte) int {
 	return n
 }
 
-// parseHex32 parses hex digits into a value below 1<<32 as
-// strconv.ParseUint(s, 16, 32) does, without allocating.
-func parseHex32(b []byte) (uint64, bool) {
+// parseHex64 parses hex digits as strconv.ParseUint(s, 16, 64) does,
+// without allocating.
+func parseHex64(b []byte) (uint64, bool) {
 	if len(b) == 0 {
 		return 0, false
 	}
@@ -117,10 +127,10 @@ func parseHex32(b []byte) (uint64, bool) {
 		default:
 			return 0, false
 		}
-		n = n<<4 | uint64(d)
-		if n >= 1<<32 {
+		if n>>60 != 0 {
 			return 0, false
 		}
+		n = n<<4 | uint64(d)
 	}
 	return n, true
 }

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/packet-steering/packet-steering/platform"
 )
 
 // CPUCounters are the cumulative per-CPU counters tune samples before and
@@ -18,10 +20,10 @@ import (
 type CPUCounters struct {
 	CPU int `json:"cpu"`
 	// Processed, Dropped, TimeSqueeze and RPSReceived are columns 1, 2, 3
-	// and 10 of /proc/net/softnet_stat (net/core/net-procfs.c,
-	// softnet_seq_show): packets processed, packets dropped because the
-	// backlog was full, NET_RX runs that ran out of budget or time, and
-	// RPS inter-processor interrupts received.
+	// and 10 of /proc/net/softnet_stat (platform.ParseSoftnet): packets
+	// processed, packets dropped because the backlog was full, NET_RX runs
+	// that ran out of budget or time, and RPS inter-processor interrupts
+	// received.
 	Processed   uint64 `json:"processed"`
 	Dropped     uint64 `json:"dropped"`
 	TimeSqueeze uint64 `json:"time_squeeze"`
@@ -64,7 +66,7 @@ func ReadCounters(root string) ([]CPUCounters, error) {
 		return nil
 	}
 	if err := read("proc/net/softnet_stat", func(r io.Reader) error {
-		rows, err := ParseSoftnet(r)
+		rows, err := platform.ParseSoftnet(r)
 		for _, s := range rows {
 			c := get(s.CPU)
 			c.Processed, c.Dropped, c.TimeSqueeze, c.RPSReceived = s.Processed, s.Dropped, s.TimeSqueeze, s.RPSReceived
@@ -97,51 +99,6 @@ func ReadCounters(root string) ([]CPUCounters, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CPU < out[j].CPU })
 	return out, nil
-}
-
-// SoftnetRow is one row of /proc/net/softnet_stat.
-type SoftnetRow struct {
-	CPU                                          int
-	Processed, Dropped, TimeSqueeze, RPSReceived uint64
-}
-
-// ParseSoftnet parses /proc/net/softnet_stat: one row per online CPU of
-// hexadecimal columns. Kernels since 5.10 print 13 or more columns, the
-// 13th being the CPU number; older ones print 9 to 11 and the row's
-// position stands for the CPU (exact only while every CPU is online).
-// received_rps is column 10 when present.
-func ParseSoftnet(r io.Reader) ([]SoftnetRow, error) {
-	var rows []SoftnetRow
-	sc := bufio.NewScanner(r)
-	for line := 0; sc.Scan(); line++ {
-		f := strings.Fields(sc.Text())
-		if len(f) == 0 {
-			continue
-		}
-		if len(f) < 3 {
-			return rows, fmt.Errorf("line %d: %d columns, want at least 3", line+1, len(f))
-		}
-		v := make([]uint64, len(f))
-		for i, s := range f {
-			n, err := strconv.ParseUint(s, 16, 64)
-			if err != nil {
-				return rows, fmt.Errorf("line %d column %d: %w", line+1, i+1, err)
-			}
-			v[i] = n
-		}
-		row := SoftnetRow{CPU: line, Processed: v[0], Dropped: v[1], TimeSqueeze: v[2]}
-		if len(v) >= 10 {
-			row.RPSReceived = v[9]
-		}
-		if len(v) >= 13 {
-			row.CPU = int(v[12])
-		}
-		rows = append(rows, row)
-	}
-	if err := sc.Err(); err != nil {
-		return rows, fmt.Errorf("scan: %w", err)
-	}
-	return rows, nil
 }
 
 // ParseSoftirqs returns one row of /proc/softirqs ("NET_RX") by CPU number.

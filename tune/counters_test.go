@@ -10,42 +10,6 @@ import (
 	"github.com/packet-steering/packet-steering/internal/testenv"
 )
 
-func TestParseSoftnet(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      string
-		want    []SoftnetRow
-		wantErr bool
-	}{
-		{
-			name: "6.x, 15 columns with cpu index (cpu 1 offline)",
-			in: "0000000a 00000001 00000002 00000000 00000000 00000000 00000000 00000000 00000000 00000005 00000000 00000000 00000000 00000000 00000000\n" +
-				"00001349 00000000 00000003 00000000 00000000 00000000 00000000 00000000 00000000 00000007 00000000 00000000 00000002 00000000 00000000\n",
-			want: []SoftnetRow{{CPU: 0, Processed: 10, Dropped: 1, TimeSqueeze: 2, RPSReceived: 5}, {CPU: 2, Processed: 0x1349, TimeSqueeze: 3, RPSReceived: 7}},
-		},
-		{
-			name: "old kernel, 11 columns, position is the cpu",
-			in: "00000010 00000000 00000001 00000000 00000000 00000000 00000000 00000000 00000000 00000004 00000000\n" +
-				"00000020 00000002 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000\n",
-			want: []SoftnetRow{{CPU: 0, Processed: 16, TimeSqueeze: 1, RPSReceived: 4}, {CPU: 1, Processed: 32, Dropped: 2}},
-		},
-		{name: "bad hex", in: "zz 0 0\n", wantErr: true},
-		{name: "too few columns", in: "1 2\n", wantErr: true},
-		{name: "empty", in: "", want: nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseSoftnet(strings.NewReader(tt.in))
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
-			}
-			if !tt.wantErr && !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("got %+v, want %+v", got, tt.want)
-			}
-		})
-	}
-}
-
 const softirqsFixture = `                    CPU0       CPU2
           HI:          0          0
       NET_TX:          5          1
