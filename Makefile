@@ -25,7 +25,7 @@ router_gcflags = $(if $(filter $(NOINLINE_ARCHS),$(1)),-gcflags=all=-l)
 router_ldflags = $(LDFLAGS)$(if $(filter $(NOINLINE_ARCHS),$(1)), -R 0x1000)
 export CGO_ENABLED := 0
 
-.PHONY: all build build-router test test-go test-race test-fuzz test-shell test-browser test-vm bench flood size demo deps vet clean
+.PHONY: all build build-router test test-go test-cross test-race test-fuzz test-shell test-browser test-vm bench flood size demo deps vet clean
 
 all: build
 
@@ -58,7 +58,7 @@ vet:
 
 # Everything: Go unit, kernel (netns) and fuzz-smoke tests, shell scripts,
 # and the browser test. Installs missing Debian/npm packages first.
-test: deps vet test-go test-race test-fuzz test-shell test-browser size test-vm
+test: deps vet test-go test-cross test-race test-fuzz test-shell test-browser size test-vm
 
 test-go:
 	$(GO) test -count=1 -timeout 20m ./...
@@ -68,6 +68,13 @@ test-go:
 		GOTOOLCHAIN=$(GO123) $(GO) build ./... && \
 		GOTOOLCHAIN=$(GO123) $(GO) test -count=1 -timeout 20m ./... ; \
 	fi
+
+# The Go tests built for the router architectures (32-bit little- and
+# big-endian MIPS with soft float, ARMv7, arm64) and run under Debian's
+# qemu-user (scripts/test-cross.sh; README "Cross-architecture tests").
+CROSS_ARCHS ?= mipsle mips arm arm64
+test-cross:
+	GO=$(GO) ./scripts/test-cross.sh $(CROSS_ARCHS)
 
 # The race detector over the packages with goroutines of their own (the ubus
 # connection, client and broker, the object, UCI locking, the engine, the

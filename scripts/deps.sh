@@ -19,6 +19,10 @@ if [ "${1:-test}" = test ]; then
 	# The static build: the same package the VM guests get for their
 	# architecture (make test-vm); it provides the busybox command too.
 	need busybox busybox-static
+	# make test-cross: user-mode emulators for the router architectures.
+	# The tests re-execute themselves through the emulator
+	# (internal/testenv), so binfmt_misc registration is not needed.
+	for q in qemu-mipsel qemu-mips qemu-arm qemu-aarch64; do need "$q" qemu-user; done
 	need chromium chromium
 	need node nodejs
 	need npm npm

@@ -423,7 +423,7 @@ func TestSetModeDiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	cmd := exec.Command(exe, "-test.run", "^TestSetModeDiskFull$", "-test.count=1", "-test.v")
+	cmd := testenv.Command(exe, "-test.run", "^TestSetModeDiskFull$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), diskFullEnv+"="+dir)
 	// Go makes the new mount namespace private before exec, so the tmpfs
 	// never shows outside the child.

@@ -328,8 +328,10 @@ func TestDaemonSignature(t *testing.T) {
 
 func TestDaemonConcurrentClients(t *testing.T) {
 	clients, calls := 8, 500
-	if raceEnabled {
-		calls = 50 // the same interleavings, at the race detector's cost
+	if raceEnabled || testing.Short() {
+		// The same interleavings, at the race detector's cost, or under
+		// -short (make test-cross) at an emulator's.
+		calls = 50
 	}
 	root := fixturetest.Root(t, "demo", nil)
 	_, sock := ubustest.Start(t)
@@ -621,7 +623,12 @@ func TestDaemonProcessSignals(t *testing.T) {
 	before := cpuTicks(t, cmd.Process.Pid)
 	time.Sleep(1500 * time.Millisecond)
 	if idle := cpuTicks(t, cmd.Process.Pid) - before; idle > 1 {
-		t.Errorf("idle daemon used %d CPU ticks in 1.5 s", idle)
+		if emu := testenv.Emulator(); emu != "" {
+			// make test-cross: the ticks are the emulator's own as much.
+			t.Logf("idle daemon under %s: %d CPU ticks in 1.5 s (not checked under an emulator)", emu, idle)
+		} else {
+			t.Errorf("idle daemon used %d CPU ticks in 1.5 s", idle)
+		}
 	}
 
 	if code, _, errOut := callCmd(t, sock, "set_mode", `{"mode":"off","persist":false}`); code != 0 {

@@ -84,12 +84,13 @@ func Main(m *testing.M, helpers map[string]func() int) {
 
 // HelperCommand returns a command that re-executes this test binary as the
 // helper name (see Main), with env added to this process's environment.
+// Under an emulator (see EmulatorEnv) the helper runs under it too.
 func HelperCommand(name string, env ...string) (*exec.Cmd, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("test binary: %w", err)
 	}
-	cmd := exec.Command(exe)
+	cmd := Command(exe)
 	cmd.Env = append(append(os.Environ(), HelperEnv+"="+name), env...)
 	return cmd, nil
 }
@@ -102,4 +103,37 @@ func Exit(err error) int {
 		return 1
 	}
 	return 0
+}
+
+// EmulatorEnv names the user-mode emulator (an absolute path, such as
+// /usr/bin/qemu-mipsel) that runs this test binary; unset or empty means
+// it runs natively. `make test-cross` builds the tests for the router
+// architectures and runs them under qemu-user through
+// scripts/cross-exec.sh, which sets it. A foreign test binary started
+// again directly fails with "exec format error" unless binfmt_misc has the
+// emulator registered, which a container or a fresh machine may not have;
+// Command starts it through the same emulator instead.
+const EmulatorEnv = "PACKET_STEERING_TEST_EMULATOR"
+
+// Emulator returns the emulator this test binary runs under, or "" when it
+// runs natively.
+func Emulator() string { return os.Getenv(EmulatorEnv) }
+
+// Argv returns the program and arguments that run name (a program built
+// for the test's architecture, in practice the test binary itself) with
+// args: unchanged natively, the emulator with name prepended to args under
+// one. For commands handed to another program (`ip netns exec`).
+func Argv(name string, args ...string) (string, []string) {
+	emu := Emulator()
+	if emu == "" {
+		return name, args
+	}
+	return emu, append([]string{name}, args...)
+}
+
+// Command is exec.Command for a program built for the test's architecture
+// (see Argv).
+func Command(name string, args ...string) *exec.Cmd {
+	name, args = Argv(name, args...)
+	return exec.Command(name, args...)
 }
