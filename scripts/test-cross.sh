@@ -9,7 +9,8 @@
 # The fixture-heavy tests create thousands of small files; on a disk-backed
 # /tmp shared with other jobs that, not the emulation, dominates the time,
 # so the tests' temporary directories go to /dev/shm when it is a writable
-# tmpfs. Prints the wall time of each architecture and of the whole run.
+# tmpfs. Every architecture runs even when one fails; prints the wall time
+# of each and of the whole run.
 # Usage: GO=go scripts/test-cross.sh [ARCH...]
 set -eu
 GO=${GO:-go}
@@ -26,12 +27,21 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 
 pkgs=$("$GO" list ./... | grep -v '/e2e$')
 start=$(date +%s)
+failed=""
 for a in "$@"; do
 	t0=$(date +%s)
 	echo "test-cross: linux/$a"
 	# shellcheck disable=SC2086 # pkgs is a list of import paths
-	PACKET_STEERING_REQUIRE_KERNEL='' TMPDIR=$tmp GOOS=linux GOARCH=$a GOMIPS=softfloat GOARM=7 CGO_ENABLED=0 \
-		"$GO" test -count=1 -short -timeout 15m -exec "$here/scripts/cross-exec.sh" $pkgs
-	echo "test-cross: linux/$a passed in $(($(date +%s) - t0)) s"
+	if PACKET_STEERING_REQUIRE_KERNEL='' TMPDIR=$tmp GOOS=linux GOARCH=$a GOMIPS=softfloat GOARM=7 CGO_ENABLED=0 \
+		"$GO" test -count=1 -short -timeout 15m -exec "$here/scripts/cross-exec.sh" $pkgs; then
+		echo "test-cross: linux/$a passed in $(($(date +%s) - t0)) s"
+	else
+		echo "test-cross: linux/$a FAILED after $(($(date +%s) - t0)) s"
+		failed="$failed $a"
+	fi
 done
+if [ -n "$failed" ]; then
+	echo "test-cross: failed on$failed ($(($(date +%s) - start)) s)"
+	exit 1
+fi
 echo "test-cross: $* passed in $(($(date +%s) - start)) s"
