@@ -324,7 +324,12 @@ func TestDaemonAdaptiveIdleCost(t *testing.T) {
 	w := wakeups() - w0
 	t.Logf("adaptive, no traffic, %d s: %d CPU ticks (utime+stime), %.0f loop wake-ups", secs, ticks, w)
 	if ticks > 1 {
-		t.Errorf("idle adaptive daemon used %d CPU ticks in %d s", ticks, secs)
+		if emu := testenv.Emulator(); emu != "" {
+			// make test-cross: the ticks are the emulator's own as much.
+			t.Logf("not checked under %s: the ticks count the emulator's own work", emu)
+		} else {
+			t.Errorf("idle adaptive daemon used %d CPU ticks in %d s", ticks, secs)
+		}
 	}
 	// Back-off: 2+4+8+16 s, then one per 32 s; the status calls above
 	// are not samples.
