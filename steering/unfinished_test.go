@@ -1,8 +1,10 @@
 package steering
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -20,14 +22,20 @@ type slowWriter struct {
 	pause time.Duration
 }
 
+// WriteKnob and SetThreadAffinity pause before each write and print a line
+// to stdout after it, which TestKillDuringApply waits for.
 func (w slowWriter) WriteKnob(rel, value string) error {
 	time.Sleep(w.pause)
-	return w.FSWriter.WriteKnob(rel, value)
+	err := w.FSWriter.WriteKnob(rel, value)
+	fmt.Println("wrote", rel)
+	return err
 }
 
 func (w slowWriter) SetThreadAffinity(pid int, comm, cpus string) error {
 	time.Sleep(w.pause)
-	return w.FSWriter.SetThreadAffinity(pid, comm, cpus)
+	err := w.FSWriter.SetThreadAffinity(pid, comm, cpus)
+	fmt.Println("moved", pid)
+	return err
 }
 
 // killHelperEnv marks the re-executed test binary as the process killed
@@ -64,9 +72,24 @@ func TestKillDuringApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stdout, err := helper.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := helper.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Two writes reported (a signal, not a sleep: under an emulator the
+	// helper is many times slower).
+	written := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for n := 0; sc.Scan(); n++ {
+			if n == 1 {
+				close(written)
+			}
+		}
+	}()
 	exited := make(chan error, 1)
 	go func() { exited <- helper.Wait() }()
 	// The marker, then a few writes (40 ms each).
@@ -81,7 +104,12 @@ func TestKillDuringApply(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	time.Sleep(150 * time.Millisecond)
+	select {
+	case <-written:
+	case <-time.After(30 * time.Second):
+		helper.Process.Kill()
+		t.Fatal("the slow apply reported no writes")
+	}
 	if err := helper.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
