@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
 	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
@@ -65,7 +66,7 @@ func setDaemonOption(t *testing.T, root, v string) {
 // It returns stdout and the exit status.
 func execPlugin(t *testing.T, exe, root, timeout, stdin string, args ...string) ([]byte, int, string) {
 	t.Helper()
-	cmd := exec.Command(exe, args...)
+	cmd := testenv.Command(exe, args...)
 	cmd.Env = append(os.Environ(), pluginRootEnv+"="+root, "PS_PLUGIN_TIMEOUT="+timeout)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
