@@ -60,7 +60,7 @@ func writeMarker(path, reason string, pid int, now time.Time) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("apply marker: %w", err)
 	}
-	body := "pid=" + strconv.Itoa(pid) + "\nstarted=" + now.UTC().Format(time.RFC3339Nano) +
+	body := "pid=" + strconv.Itoa(pid) + "\nstarted_ns=" + strconv.FormatInt(now.UnixNano(), 10) +
 		"\nreason=" + strconv.Quote(reason) + "\n"
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		return fmt.Errorf("apply marker: %w", err)
@@ -88,8 +88,12 @@ func readMarker(path string) (*UnfinishedApply, error) {
 		switch string(k) {
 		case "pid":
 			u.PID, _ = strconv.Atoi(string(v))
-		case "started":
-			u.Started, _ = time.Parse(time.RFC3339Nano, string(v))
+		case "started_ns":
+			// Unix nanoseconds: no time.Parse in the router binary (its
+			// layout parser is about 20 KB on mipsle).
+			if ns, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+				u.Started = time.Unix(0, ns).UTC()
+			}
 		case "reason":
 			if s, err := strconv.Unquote(string(v)); err == nil {
 				u.Reason = s
