@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 )
 
@@ -116,6 +117,7 @@ func (c *ValueCodec) Decode(attrs []Attr, v any) error {
 var (
 	textMarshalerType   = reflect.TypeFor[encoding.TextMarshaler]()
 	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+	timeType            = reflect.TypeFor[time.Time]()
 	jsonMarshalerType   = reflect.TypeFor[interface{ MarshalJSON() ([]byte, error) }]()
 )
 
@@ -468,14 +470,22 @@ func (c *ValueCodec) decode(a *Attr, v reflect.Value, path string) error {
 		}
 		return nil
 	}
-	if v.Kind() != reflect.Pointer && v.CanAddr() && reflect.PointerTo(v.Type()).Implements(textUnmarshalerType) {
+	if v.Type() == timeType {
 		if a.Type != TypeString {
 			return decodeError(a, v.Type(), path)
 		}
-		if err := v.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(a.Str)); err != nil {
+		t, err := parseTime(a.Str)
+		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
+		v.Set(reflect.ValueOf(t))
 		return nil
+	}
+	if v.Kind() != reflect.Pointer && reflect.PointerTo(v.Type()).Implements(textUnmarshalerType) {
+		// Only time.Time: calling UnmarshalText through the interface
+		// would link time.Time's layout parser into the router binary,
+		// and no other such type is decoded.
+		return fmt.Errorf("%s: decoding into %s (a TextUnmarshaler other than time.Time) is not supported", path, v.Type())
 	}
 	switch v.Kind() {
 	case reflect.Pointer:
