@@ -168,8 +168,11 @@ func TestFloodIsBounded(t *testing.T) {
 			if !strings.Contains(logged, "refusing calls: too many in flight") || !strings.Contains(logged, "refused calls") {
 				t.Errorf("refusals not logged:\n%s", logged)
 			}
-			if n := strings.Count(logged, "refusing calls"); n > 20 {
-				t.Errorf("refusals logged %d times: one line per burst, not per call", n)
+			// A burst ends whenever nothing is in flight: fast handlers
+			// under an emulator drain the queue often (24 bursts of 3,000
+			// calls were seen under qemu-user), so the bound is relative.
+			if n := strings.Count(logged, "refusing calls"); n > tc.calls/20 {
+				t.Errorf("refusals logged %d times for %d calls: one line per burst, not per call", n, tc.calls)
 			}
 		})
 	}
