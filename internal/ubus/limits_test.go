@@ -228,10 +228,21 @@ func TestRefusedCallStatus(t *testing.T) {
 		t.Fatalf("call beyond the limit: err = %v, want UNKNOWN_ERROR", err)
 	}
 	close(release)
+	// Under an emulator a probe can reach the queue before the last of
+	// the first calls does; that call is then the one refused. Each call
+	// is answered either way: served, or refused with UNKNOWN_ERROR.
+	served := 0
 	for range ubus.MaxCallsPerPeer {
-		if err := <-errc; err != nil {
-			t.Fatalf("admitted call: %v", err)
+		switch err := <-errc; {
+		case err == nil:
+			served++
+		case errors.Is(err, ubus.StatusUnknownError):
+		default:
+			t.Fatalf("held call: %v", err)
 		}
+	}
+	if served < ubus.MaxCallWorkers {
+		t.Fatalf("%d of the first %d calls served, want at least %d", served, ubus.MaxCallsPerPeer, ubus.MaxCallWorkers)
 	}
 	if _, err := cli.Call(ctx, "held", "hold", nil); err != nil {
 		t.Fatalf("call after the burst: %v", err)
