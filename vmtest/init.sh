@@ -150,7 +150,11 @@ section queues-json $ps_ queues --json
 section state kernel_state
 section apply-again $ps_ apply --json --reason vmtest-again
 
-# The daemon on a ubus broker, driven with `packet-steering call`.
+# The daemon on a ubus broker, driven with `packet-steering call`. On a
+# single-CPU guest packet_steering.globals.daemon 'auto' leaves the object to
+# rpcd's exec plugin and the daemon refuses to start, so the guest forces
+# the daemon (option daemon '1'): this is the daemon's test.
+printf "\nconfig globals 'globals'\n\toption daemon '1'\n" >/etc/config/packet_steering
 /usr/bin/vmguest broker "$sock" &
 broker=$!
 n=0
