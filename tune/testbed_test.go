@@ -47,50 +47,11 @@ func TestTestbed(t *testing.T) {
 		testenv.Skipf(t, "iperf3 not installed")
 	}
 	testenv.Short(t, "kernel testbed")
-	id := os.Getpid() % 100000
-	routerIn, routerOut := fmt.Sprintf("tgr%da", id), fmt.Sprintf("tgr%db", id)
-	client := netnstest.New(t, "tgc")
-	router := netnstest.New(t, "tgr")
-	server := netnstest.New(t, "tgs")
-	router.AddVeth(t, netnstest.Veth{Name: routerIn, Peer: fmt.Sprintf("tgc%d", id), PeerNS: client,
-		Queues: 4, Threaded: true, Addr: tbRouterClient + "/30", PeerAddr: tbClient + "/30"})
-	router.AddVeth(t, netnstest.Veth{Name: routerOut, Peer: fmt.Sprintf("tgs%d", id), PeerNS: server,
-		Queues: 4, Threaded: true, Addr: tbRouterServer + "/30", PeerAddr: tbServer + "/30"})
-	client.MustExec(t, "ip", "route", "add", "default", "via", tbRouterClient)
-	server.MustExec(t, "ip", "route", "add", "default", "via", tbRouterServer)
-	router.MustExec(t, "sysctl", "-qw", "net.ipv4.ip_forward=1")
-
-	srv := exec.Command("ip", "netns", "exec", server.Name, "iperf3", "-s", "-p", tbPort, "-B", tbServer)
-	var srvOut bytes.Buffer
-	srv.Stdout, srv.Stderr = &srvOut, &srvOut
-	if err := srv.Start(); err != nil {
-		t.Fatalf("start iperf3 -s: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = srv.Process.Signal(unix.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- srv.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = srv.Process.Kill()
-			<-done
-		}
-	})
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		out, _ := server.Exec("ss", "-Hltn", "sport = :"+tbPort)
-		if strings.Contains(out, tbPort) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("iperf3 -s did not listen: %s", srvOut.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	out := router.RunChild(t, map[string]string{
-		"TB_DEVS":      routerIn + "," + routerOut,
-		"TB_CLIENT_NS": client.Name,
+	b := newBed(t, "tg", bedAddrs{tbRouterClient, tbClient, tbRouterServer, tbServer})
+	b.startIperfServers(t, tbServer, tbPort)
+	out := b.router.RunChild(t, map[string]string{
+		"TB_DEVS":      b.routerIn + "," + b.routerOut,
+		"TB_CLIENT_NS": b.client.Name,
 	})
 	t.Log(out)
 }
