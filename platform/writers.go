@@ -13,9 +13,11 @@ import (
 // can take it over or leave its knobs alone, and say which:
 //
 //	packet_steering      netifd's service (etc/init.d/packet_steering,
-//	                     START=25), with the bcm53xx and bcm4908
-//	                     usr/libexec/platform/packet-steering.sh hooks it runs
-//	smp_affinity         etc/init.d/smp_affinity (START=93) of the
+//	                     START=25), with the target hook it runs instead of
+//	                     netifd's own rule when one is installed
+//	                     (usr/libexec/platform/packet-steering.sh: bcm53xx,
+//	                     bcm4908; OtherWriter.Hook)
+//	smp_affinity         etc/init.d/smp_affinity (START=93, 94 on ipq60xx) of the
 //	                     qualcommax/ipq807x, qualcommax/ipq60xx and
 //	                     qualcommbe/ipq95xx targets; config
 //	                     smp_affinity.general.enable (default 1)
@@ -33,6 +35,9 @@ import (
 const (
 	rcDir        = "etc/rc.d"
 	takeoverPath = "etc/packet-steering/takeover"
+	// platformHook is the target hook netifd's service runs, when
+	// present, instead of /usr/libexec/network/packet-steering.uc.
+	platformHook = "usr/libexec/platform/packet-steering.sh"
 )
 
 // Names of the other writers (OtherWriter.Name).
@@ -62,6 +67,9 @@ type OtherWriter struct {
 	WasEnabled bool `json:"was_enabled,omitempty"`
 	// BanIRQs are irqbalance's `list banirq` IRQ numbers.
 	BanIRQs []int `json:"ban_irqs,omitempty"`
+	// Hook is the target hook netifd's service runs in place of its own
+	// rule (packet_steering only; "" when none is installed).
+	Hook string `json:"hook,omitempty"`
 }
 
 // readWriters finds the other writers below the root. processes are the
@@ -97,7 +105,9 @@ func (f *reader) readWriters(g *gaps, processes []string) []OtherWriter {
 		out = append(out, w)
 		return &out[len(out)-1]
 	}
-	initWriter(WriterNetifd)
+	if w := initWriter(WriterNetifd); w != nil && f.Exists(f.dir, platformHook) {
+		w.Hook = platformHook
+	}
 	if w := initWriter(WriterSMPAffinity); w != nil {
 		if v, ok := f.uciOption(g, "smp_affinity", "general", "enable"); ok {
 			w.ConfigOff = !uciTrue(v)

@@ -14,11 +14,16 @@ import (
 // does about each. Every writer OpenWrt ships is either taken over (the
 // package's scripts disable it and hand it back on removal, and the plan
 // covers what it did) or deferred to (the plan leaves the knobs it writes
-// alone). The decision and its evidence, per writer:
+// alone). The inventory, with the public path of each, is in README.md
+// ("Other writers of the same knobs"); the decision and its evidence, per
+// writer:
 //
-//   - netifd's packet_steering service, with the bcm53xx and bcm4908
-//     packet-steering.sh hooks it runs: taken over; legacy reproduces its
-//     rule, the bcm53xx and bcm4908 profiles the hooks.
+//   - netifd's packet_steering service, with the target hook it runs in
+//     place of its own rule (usr/libexec/platform/packet-steering.sh):
+//     taken over; legacy reproduces netifd's own rule, the bcm53xx and
+//     bcm4908 profiles those targets' hooks. A hook on another target runs
+//     only from that service, so the takeover stops it too; no profile
+//     reproduces it, and status says so.
 //   - smp_affinity on qualcommax/ipq807x (etc/init.d/smp_affinity, START=93,
 //     after packet-steering at every boot): taken over. Its EDMA placement
 //     (every rx ring IRQ and the one RX NAPI thread on one CPU) is what seed
@@ -28,10 +33,13 @@ import (
 //     ppdu-end-interrupts-mac1..3 on CPU 1..3, the same in every version of
 //     the script) is the only evidence there is for those IRQs, so the
 //     profile places them the same way (ipq807xWifiIRQs).
-//   - smp_affinity on qualcommax/ipq60xx and qualcommbe/ipq95xx: deferred.
-//     No measurement here covers those SoCs; their scripts pin IRQs the
-//     profiles do not know (ath11k rings spread from CPU3 down, copy
-//     engines, USB; the ipq95xx EDMA rings), so those IRQs are left to it.
+//   - smp_affinity on other targets (qualcommax/ipq60xx; qualcommbe/ipq95xx
+//     where a board carries it): deferred. No measurement here covers those
+//     SoCs. The ipq60xx script pins the EDMA rx/tx IRQs and the eth0 RX and
+//     TX NAPI threads (since openwrt/openwrt PR #24203, which reports
+//     descriptor overruns without that placement; older versions pinned
+//     the ath11k rings, copy engines and USB), the ipq95xx one the EDMA
+//     rings: those IRQs and the eth0 NAPI threads are left to it.
 //   - rockchip's hotplug.d/net/40-net-smp-affinity: deferred. It runs after
 //     packet-steering's hotplug script on every new netdev and pins the IRQ
 //     of eth0..eth2 (and an xhci USB NIC) per board, one NIC per CPU; a
@@ -149,7 +157,10 @@ func handleWriters(b *builder, s *platform.Snapshot, mode Mode) ([]WriterStatus,
 			case w.Enabled:
 				st.State, st.Text = WriterConflict, "netifd's packet_steering service is enabled: it writes the same knobs when it starts or reloads; restarting packet-steering disables it again."
 			default:
-				st.State, st.Text = WriterTakenOver, "netifd's packet_steering service (and a target's packet-steering.sh hook) is disabled; mode legacy is its rule. "+restoreText(w)
+				st.State, st.Text = WriterTakenOver, joinText("netifd's packet_steering service is disabled; mode legacy is its rule.", restoreText(w))
+			}
+			if w.Hook != "" {
+				st.Text = joinText(st.Text, hookText(w.Hook, s.Identity.Target))
 			}
 		case platform.WriterSMPAffinity:
 			switch {
@@ -157,14 +168,16 @@ func handleWriters(b *builder, s *platform.Snapshot, mode Mode) ([]WriterStatus,
 				st.State, st.Text = WriterInactive, "smp_affinity is switched off in /etc/config/smp_affinity."
 			case w.Enabled:
 				st.State = WriterDeferred
-				st.IRQs, st.Threads = deferKnobs(b, smpAffinityIRQ, s.Identity.Target == targetIPQ807x)
-				st.Text = "/etc/init.d/smp_affinity pins IRQs at boot (this target's own placement; no measurement here says otherwise): those IRQs are left to it."
+				// Every version that pins the EDMA IRQs pins eth0's
+				// RX and TX NAPI threads with them.
+				st.IRQs, st.Threads = deferKnobs(b, smpAffinityIRQ, true)
+				st.Text = "/etc/init.d/smp_affinity pins IRQs and the eth0 NAPI threads at boot (this target's own placement; no measurement here says otherwise): those are left to it."
 				if s.Identity.Target == targetIPQ807x {
 					st.Text = "/etc/init.d/smp_affinity is enabled and will overwrite the plan at boot: its IRQs and the eth0 NAPI threads are left to it. Restarting packet-steering takes it over."
 				}
 			case w.TakenOver:
 				st.State = WriterTakenOver
-				st.Text = "/etc/init.d/smp_affinity is disabled; the profile places what it placed (the wifi ring IRQs as it did, the EDMA rings as measured). " + restoreText(w)
+				st.Text = joinText("/etc/init.d/smp_affinity is disabled; the profile places what it placed (the wifi ring IRQs as it did, the EDMA rings as measured).", restoreText(w))
 				if s.Identity.Target == targetIPQ807x && (mode == ModeAuto || mode == ModeCustom) {
 					if n := placeIPQ807xWifi(b, s); n > 0 {
 						evidence = fmt.Sprintf("Wifi ring IRQs (%d) as the target's smp_affinity script placed them (%s).", n, smpAffinityEvidence)
@@ -216,6 +229,28 @@ func writersOf(s *platform.Snapshot) []platform.OtherWriter {
 		}
 	}
 	return ws
+}
+
+// hookText says what netifd's service ran on this target instead of its
+// own rule, and whether a profile reproduces it (the bcm53xx and bcm4908
+// profiles are those targets' hooks; see docs/platforms.md).
+func hookText(hook, target string) string {
+	t := "On this target it runs /" + hook + " in place of its own rule"
+	if strings.HasPrefix(target, "bcm53xx/") || strings.HasPrefix(target, "bcm4908/") {
+		return t + "; mode auto's profile for this target reproduces that hook."
+	}
+	return t + "; no profile reproduces that hook, so mode legacy is netifd's own rule, not the hook's."
+}
+
+// joinText joins the non-empty sentences with a space.
+func joinText(parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 // restoreText says what removal restores.

@@ -31,49 +31,65 @@ func TestOtherWriters(t *testing.T) {
 		has     []string // plan lines that must be there
 		hasNot  []string // plan lines that must not
 		deferIR []int    // IRQs the status names as left to it
+		deferTh []int    // NAPI thread PIDs the status names as left to it
+		text    string   // a part of the status text
 	}{
 		{"ipq807x smp_affinity taken over: wifi rings placed as it did", func(m *machine) {
 			m.s.Writers = []platform.OtherWriter{smp(false, true, false)}
 		}, ModeAuto, WriterTakenOver,
 			[]string{"irq_affinity irq 80 reo2host-destination-ring1 1", "irq_affinity irq 83 reo2host-destination-ring4 8",
 				"irq_affinity irq 84 wbm2host-tx-completions-ring1 2", "irq_affinity irq 85 ppdu-end-interrupts-mac3 8",
-				"irq_affinity irq 60 edma_rxdesc_0 1", "napi_affinity pid 300 napi/eth0-257 0"}, nil, nil},
+				"irq_affinity irq 60 edma_rxdesc_0 1", "napi_affinity pid 300 napi/eth0-257 0"}, nil, nil, nil, "places what it placed"},
 		{"ipq807x smp_affinity taken over, legacy: no wifi pins", func(m *machine) {
 			m.s.Writers = []platform.OtherWriter{smp(false, true, false)}
-		}, ModeLegacy, WriterTakenOver, nil, []string{"irq_affinity irq 80 reo2host-destination-ring1 1"}, nil},
+		}, ModeLegacy, WriterTakenOver, nil, []string{"irq_affinity irq 80 reo2host-destination-ring1 1"}, nil, nil, ""},
 		{"ipq807x smp_affinity enabled: its IRQs and eth0 threads left to it", func(m *machine) {
 			m.s.Writers = []platform.OtherWriter{smp(true, false, false)}
 		}, ModeAuto, WriterDeferred, []string{"rps_cpus eth0/rx-0 0"},
 			[]string{"irq_affinity irq 60 edma_rxdesc_0 1", "napi_affinity pid 300 napi/eth0-257 0", "irq_affinity irq 80 reo2host-destination-ring1 1"},
-			[]int{60, 61, 62, 63}},
+			[]int{60, 61, 62, 63}, []int{300, 301, 302, 303}, "Restarting packet-steering takes it over"},
 		{"smp_affinity switched off in its config", func(m *machine) {
 			m.s.Writers = []platform.OtherWriter{smp(true, false, true)}
-		}, ModeAuto, WriterInactive, []string{"irq_affinity irq 60 edma_rxdesc_0 1"}, nil, nil},
-		{"ipq60xx smp_affinity enabled: deferred", func(m *machine) {
+		}, ModeAuto, WriterInactive, []string{"irq_affinity irq 60 edma_rxdesc_0 1"}, nil, nil, nil, ""},
+		{"ipq60xx smp_affinity enabled: its EDMA IRQs and eth0 threads left to it", func(m *machine) {
+			// PR #24203's script: edma_rxdesc/edma_txcmpl and eth0's RX
+			// and TX NAPI threads.
 			m.target("qualcommax/ipq60xx")
 			m.s.Writers = []platform.OtherWriter{smp(true, false, false)}
-		}, ModeAuto, WriterDeferred, nil, []string{"irq_affinity irq 60 edma_rxdesc_0 1", "irq_affinity irq 80 reo2host-destination-ring1 1"}, []int{60, 61, 62, 63}},
+		}, ModeAuto, WriterDeferred, nil, []string{"irq_affinity irq 60 edma_rxdesc_0 1", "irq_affinity irq 80 reo2host-destination-ring1 1",
+			"napi_affinity pid 300 "}, []int{60, 61, 62, 63}, []int{300, 301, 302, 303}, "eth0 NAPI threads"},
+		{"netifd's service taken over on bcm53xx: the hook is the profile", func(m *machine) {
+			m.target("bcm53xx/generic")
+			m.s.Writers = []platform.OtherWriter{{Name: platform.WriterNetifd, TakenOver: true, Hook: "usr/libexec/platform/packet-steering.sh"}}
+		}, ModeAuto, WriterTakenOver, nil, nil, nil, nil, "profile for this target reproduces that hook"},
+		{"netifd's service taken over with a hook no profile reproduces", func(m *machine) {
+			m.target("econet/en751221")
+			m.s.Writers = []platform.OtherWriter{{Name: platform.WriterNetifd, TakenOver: true, WasEnabled: true, Hook: "usr/libexec/platform/packet-steering.sh"}}
+		}, ModeLegacy, WriterTakenOver, nil, nil, nil, nil, "runs /usr/libexec/platform/packet-steering.sh in place of its own rule; no profile reproduces that hook"},
+		{"netifd's service enabled with a hook: conflict names the hook", func(m *machine) {
+			m.s.Writers = []platform.OtherWriter{{Name: platform.WriterNetifd, Enabled: true, Hook: "usr/libexec/platform/packet-steering.sh"}}
+		}, ModeAuto, WriterConflict, nil, nil, nil, nil, "in place of its own rule"},
 		{"rockchip hotplug: the IRQ named eth0 left to it", func(m *machine) {
 			// An rx queue IRQ the plan would pin, named as the hotplug
 			// script finds it ("eth0$" in /proc/interrupts).
 			m.s.IRQs[0].Name = "eth0"
 			m.s.Writers = []platform.OtherWriter{{Name: platform.WriterRockchipIRQs, Enabled: true}}
-		}, ModeAuto, WriterDeferred, []string{"irq_affinity irq 61 edma_rxdesc_1 2"}, []string{"irq_affinity irq 60 "}, []int{60}},
+		}, ModeAuto, WriterDeferred, []string{"irq_affinity irq 61 edma_rxdesc_1 2"}, []string{"irq_affinity irq 60 "}, []int{60}, nil, ""},
 		{"irqbalance with banirq: banned IRQs pinned", func(m *machine) {
 			m.s.Writers = []platform.OtherWriter{{Name: platform.WriterIRQBalance, Running: true, Enabled: true, BanIRQs: []int{60, 61, 62, 63}}}
-		}, ModeAuto, WriterDeferred, []string{"irq_affinity irq 60 edma_rxdesc_0 1", "irq_affinity irq 63 edma_rxdesc_3 8"}, nil, nil},
+		}, ModeAuto, WriterDeferred, []string{"irq_affinity irq 60 edma_rxdesc_0 1", "irq_affinity irq 63 edma_rxdesc_3 8"}, nil, nil, nil, ""},
 		{"irqbalance, two IRQs banned: the others left to it", func(m *machine) {
 			m.s.Writers = []platform.OtherWriter{{Name: platform.WriterIRQBalance, Running: true, BanIRQs: []int{60, 61}}}
-		}, ModeAuto, WriterDeferred, []string{"irq_affinity irq 61 edma_rxdesc_1 2"}, []string{"irq_affinity irq 62 edma_rxdesc_2 4"}, []int{62, 63}},
+		}, ModeAuto, WriterDeferred, []string{"irq_affinity irq 61 edma_rxdesc_1 2"}, []string{"irq_affinity irq 62 edma_rxdesc_2 4"}, []int{62, 63}, nil, ""},
 		{"irqbalance installed, not running", func(m *machine) {
 			m.s.Writers = []platform.OtherWriter{{Name: platform.WriterIRQBalance, Enabled: true, ConfigOff: true}}
-		}, ModeAuto, WriterInactive, []string{"irq_affinity irq 60 edma_rxdesc_0 1"}, nil, nil},
+		}, ModeAuto, WriterInactive, []string{"irq_affinity irq 60 edma_rxdesc_0 1"}, nil, nil, nil, ""},
 		{"netifd's service enabled: conflict", func(m *machine) {
 			m.s.Writers = []platform.OtherWriter{{Name: platform.WriterNetifd, Enabled: true}}
-		}, ModeAuto, WriterConflict, []string{"irq_affinity irq 60 edma_rxdesc_0 1"}, nil, nil},
+		}, ModeAuto, WriterConflict, []string{"irq_affinity irq 60 edma_rxdesc_0 1"}, nil, nil, nil, ""},
 		{"netifd's service disabled by packet-steering", func(m *machine) {
 			m.s.Writers = []platform.OtherWriter{{Name: platform.WriterNetifd, TakenOver: true}}
-		}, ModeAuto, WriterTakenOver, nil, nil, nil},
+		}, ModeAuto, WriterTakenOver, nil, nil, nil, nil, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -89,6 +105,12 @@ func TestOtherWriters(t *testing.T) {
 			}
 			if tt.deferIR != nil && !equalInts(w.IRQs, tt.deferIR) {
 				t.Errorf("IRQs left to it %v, want %v", w.IRQs, tt.deferIR)
+			}
+			if tt.deferTh != nil && !equalInts(w.Threads, tt.deferTh) {
+				t.Errorf("threads left to it %v, want %v", w.Threads, tt.deferTh)
+			}
+			if !strings.Contains(w.Text, tt.text) || strings.Contains(w.Text, "  ") {
+				t.Errorf("text %q, want it to say %q (and no double space)", w.Text, tt.text)
 			}
 			got := "\n" + strings.Join(render(p.Actions), "\n") + "\n"
 			for _, l := range tt.has {

@@ -12,16 +12,18 @@ import (
 
 // TestStatusOtherWriters: on an ipq807x root whose smp_affinity script
 // packet-steering disabled, with irqbalance configured and running and
-// netifd's service taken over, status names each writer and its state.
+// netifd's service taken over (with a target hook installed, which no
+// profile reproduces there), status names each writer and its state.
 func TestStatusOtherWriters(t *testing.T) {
 	root := planRoot(t, "ipq807x")
 	files := map[string]string{
-		"etc/init.d/smp_affinity":      "#!/bin/sh /etc/rc.common\nSTART=93\n",
-		"etc/init.d/packet_steering":   "#!/bin/sh /etc/rc.common\nSTART=25\n",
-		"etc/init.d/irqbalance":        "#!/bin/sh /etc/rc.common\nSTART=90\n",
-		"etc/config/smp_affinity":      "config smp_affinity 'general'\n\toption enable '1'\n",
-		"etc/config/irqbalance":        "config irqbalance 'irqbalance'\n\toption enabled '1'\n\tlist banirq '60'\n",
-		"etc/packet-steering/takeover": "packet_steering enabled\nsmp_affinity enabled\n",
+		"etc/init.d/smp_affinity":                 "#!/bin/sh /etc/rc.common\nSTART=93\n",
+		"etc/init.d/packet_steering":              "#!/bin/sh /etc/rc.common\nSTART=25\n",
+		"etc/init.d/irqbalance":                   "#!/bin/sh /etc/rc.common\nSTART=90\n",
+		"etc/config/smp_affinity":                 "config smp_affinity 'general'\n\toption enable '1'\n",
+		"etc/config/irqbalance":                   "config irqbalance 'irqbalance'\n\toption enabled '1'\n\tlist banirq '60'\n",
+		"etc/packet-steering/takeover":            "packet_steering enabled\nsmp_affinity enabled\n",
+		"usr/libexec/platform/packet-steering.sh": "#!/bin/sh\n",
 	}
 	for rel, content := range files {
 		p := filepath.Join(root, rel)
@@ -54,6 +56,9 @@ func TestStatusOtherWriters(t *testing.T) {
 	got := map[string]string{}
 	for _, w := range st.Writers {
 		got[w.Name] = w.State
+		if w.Name == "packet_steering" && !strings.Contains(w.Text, "/usr/libexec/platform/packet-steering.sh in place of its own rule; no profile reproduces") {
+			t.Errorf("packet_steering: %q does not say which hook ran and that no profile reproduces it", w.Text)
+		}
 	}
 	for name, state := range want {
 		if got[name] != state {

@@ -563,7 +563,7 @@ for shell in $shells; do
 	if [ -n "$r" ] && [ -n "$s_" ] && [ "$r" -lt "$s_" ]; then ok "$t handback: release before the stock start"; else nok "$t handback: release before the stock start" "$(cat "$sb/calls")"; fi
 
 	# --- other writers, takeover record, exact hand-back -----------------
-	for case_ in "qualcommax/ipq807x take" "qualcommax/ipq60xx leave" "rockchip/armv8 leave"; do
+	for case_ in "qualcommax/ipq807x take" "qualcommax/ipq60xx leave" "qualcommbe/ipq95xx leave" "rockchip/armv8 leave"; do
 		tgt=${case_% *}
 		new_sandbox smp target="$tgt"
 		run "$SH" "$tmp/rc.common" "$init" start
@@ -594,6 +594,25 @@ for shell in $shells; do
 	expect_not "$t irqbalance service left alone" '^irqbalance '
 	expect_not "$t irqbalance config left alone" '^uci .*irqbalance'
 	if [ -e "$root/etc/rc.d/S90irqbalance" ]; then ok "$t irqbalance stays enabled"; else nok "$t irqbalance stays enabled"; fi
+
+	# A target hook (usr/libexec/platform/packet-steering.sh) runs only
+	# from netifd's service: taking that over stops the hook too; the hook
+	# itself is neither run nor changed, and hand-back leaves it to the
+	# stock service again.
+	new_sandbox target=econet/en751221
+	mkdir -p "$root/usr/libexec/platform"
+	printf '#!/bin/sh\necho "hook $*" >>"$CALLS"\n' >"$root/usr/libexec/platform/packet-steering.sh"
+	chmod +x "$root/usr/libexec/platform/packet-steering.sh"
+	cp "$root/usr/libexec/platform/packet-steering.sh" "$sb/hook.orig"
+	run "$SH" "$tmp/rc.common" "$init" start
+	FAKE_UBUS_UP=1 run "$SH" "$tmp/rc.common" "$init" reload
+	expect "$t target hook: stock service disabled" '^stock disable$'
+	expect "$t target hook: stock service stopped" '^stock stop$'
+	expect_not "$t target hook: the hook is not run by packet-steering" '^hook'
+	if cmp -s "$sb/hook.orig" "$root/usr/libexec/platform/packet-steering.sh"; then ok "$t target hook left as it is"; else nok "$t target hook left as it is"; fi
+	run "$SH" -c '. "$IPKG_INSTROOT/usr/share/packet-steering/stock.sh" && ps_handback'
+	expect "$t target hook: hand-back enables the stock service that runs it" '^stock enable$'
+	if [ -x "$root/usr/libexec/platform/packet-steering.sh" ]; then ok "$t target hook still there after hand-back"; else nok "$t target hook still there after hand-back"; fi
 
 	# The note keeps the state from before the first takeover.
 	new_sandbox stock-off smp target=qualcommax/ipq807x

@@ -7,8 +7,9 @@
 #
 # How the stock service is wired (openwrt/openwrt,
 # package/network/config/netifd/files/etc/init.d/packet_steering): a procd
-# service, START=25, whose start and reload run
-# /usr/libexec/platform/packet-steering.sh (bcm53xx, bcm4908, qualcommax) or
+# service, START=25, whose start and reload run the target's hook
+# /usr/libexec/platform/packet-steering.sh when one is installed (bcm53xx
+# and bcm4908 ship one; disabling the service stops the hook too) or
 # else /usr/libexec/network/packet-steering.uc with
 # network.@globals[0].packet_steering and steering_flows; procd runs that
 # reload on every change of the network or firewall config and on interface
