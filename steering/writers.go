@@ -36,9 +36,9 @@ import (
 //   - smp_affinity on other targets (qualcommax/ipq60xx; qualcommbe/ipq95xx
 //     where a board carries it): deferred. No measurement here covers those
 //     SoCs. The ipq60xx script pins the EDMA rx/tx IRQs and the eth0 RX and
-//     TX NAPI threads (since openwrt/openwrt PR #24203, which reports
-//     descriptor overruns without that placement; older versions pinned
-//     the ath11k rings, copy engines and USB), the ipq95xx one the EDMA
+//     TX NAPI threads (the pinning openwrt/openwrt PR #24203 describes: it
+//     reports descriptor overruns without it; older versions pinned the
+//     ath11k rings, copy engines and USB), the ipq95xx one the EDMA
 //     rings: those IRQs and the eth0 NAPI threads are left to it.
 //   - rockchip's hotplug.d/net/40-net-smp-affinity: deferred. It runs after
 //     packet-steering's hotplug script on every new netdev and pins the IRQ

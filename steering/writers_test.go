@@ -52,8 +52,8 @@ func TestOtherWriters(t *testing.T) {
 			m.s.Writers = []platform.OtherWriter{smp(true, false, true)}
 		}, ModeAuto, WriterInactive, []string{"irq_affinity irq 60 edma_rxdesc_0 1"}, nil, nil, nil, ""},
 		{"ipq60xx smp_affinity enabled: its EDMA IRQs and eth0 threads left to it", func(m *machine) {
-			// PR #24203's script: edma_rxdesc/edma_txcmpl and eth0's RX
-			// and TX NAPI threads.
+			// The script with PR #24203's pinning: edma_rxdesc/edma_txcmpl
+			// and eth0's RX and TX NAPI threads.
 			m.target("qualcommax/ipq60xx")
 			m.s.Writers = []platform.OtherWriter{smp(true, false, false)}
 		}, ModeAuto, WriterDeferred, nil, []string{"irq_affinity irq 60 edma_rxdesc_0 1", "irq_affinity irq 80 reo2host-destination-ring1 1",
