@@ -119,27 +119,20 @@ flood: build-router
 
 # Stripped static router binaries (-tags router) for the router
 # architectures, their xz size (what squashfs stores), and a check against
-# SIZE_LIMIT: exit status 1 when a binary is larger.
+# SIZE_LIMIT: exit status 1 when a binary is larger. Also the builds as
+# the packages feed makes them (amd64 and mipsle: cgo, gcc, musl, dynamic),
+# printed against the static ones, not checked (scripts/size-feed.sh).
 size:
 	@mkdir -p out
 	GOOS=linux GOARCH=arm64 $(GO) build -tags $(ROUTER_TAGS) -trimpath -ldflags '$(LDFLAGS)' -o out/$(BIN)-arm64 $(PKG)
 	GOOS=linux GOARCH=mipsle GOMIPS=softfloat $(GO) build -tags $(ROUTER_TAGS) $(call router_gcflags,mipsle) -trimpath -ldflags '$(call router_ldflags,mipsle)' -o out/$(BIN)-mipsle $(PKG)
 	GOOS=linux GOARCH=arm64 $(GO) build -tags $(ROUTER_TAGS),tune -trimpath -ldflags '$(LDFLAGS)' -o out/$(BIN)-tune-arm64 $(PKG)
 	GOOS=linux GOARCH=mipsle GOMIPS=softfloat $(GO) build -tags $(ROUTER_TAGS),tune $(call router_gcflags,mipsle) -trimpath -ldflags '$(call router_ldflags,mipsle)' -o out/$(BIN)-tune-mipsle $(PKG)
-	@# The binary as the packages feed builds it (golang-package.mk:
-	@# CGO_ENABLED=1, -linkmode external with the target's gcc and musl,
-	@# dynamic, -buildmode pie where Go supports it, stripped), on the
-	@# target this machine can link for (x86/64, with Debian's musl-gcc),
-	@# against the static build of the same target.
 	GOOS=linux GOARCH=amd64 $(GO) build -tags $(ROUTER_TAGS) -trimpath -ldflags '$(LDFLAGS)' -o out/$(BIN)-amd64 $(PKG)
-	@if command -v musl-gcc >/dev/null 2>&1; then \
-		echo "CGO_ENABLED=1 CC=musl-gcc go build -buildmode pie -ldflags '-linkmode external' ... -o out/$(BIN)-amd64-feed"; \
-		CGO_ENABLED=1 CC=musl-gcc GOOS=linux GOARCH=amd64 $(GO) build -tags $(ROUTER_TAGS) -trimpath -buildmode pie \
-			-ldflags '$(LDFLAGS) -linkmode external' -o out/$(BIN)-amd64-feed $(PKG) && \
-		printf '%-33s %8d bytes  xz %8d bytes  (feed build: cgo, musl, dynamic, pie; static: %d bytes, difference %+d)\n' \
-			out/$(BIN)-amd64-feed $$(stat -c %s out/$(BIN)-amd64-feed) $$(xz -9e -c out/$(BIN)-amd64-feed | wc -c) \
-			$$(stat -c %s out/$(BIN)-amd64) $$(($$(stat -c %s out/$(BIN)-amd64-feed) - $$(stat -c %s out/$(BIN)-amd64))); \
-	else echo "size: musl-gcc missing (Debian musl-tools): feed build not measured"; fi
+	@# The binary as the packages feed builds it (golang-package.mk: cgo,
+	@# linked by the target's gcc against musl, dynamic), for amd64 and
+	@# mipsle, against the static builds above (scripts/size-feed.sh).
+	GO=$(GO) ROUTER_TAGS=$(ROUTER_TAGS) SIZE_LIMIT=$(SIZE_LIMIT) ./scripts/size-feed.sh out/$(BIN)
 	@for f in out/$(BIN)-tune-arm64 out/$(BIN)-tune-mipsle; do \
 		printf '%-33s %8d bytes  xz %8d bytes  (variant with tune, no limit)\n' $$f $$(stat -c %s $$f) $$(xz -9e -c $$f | wc -c); \
 	done

@@ -20,7 +20,8 @@
 debcache_apt() {
 	_dc_dir=$1
 	_dc_line=$2
-	DEBCACHE_APT=
+	# apt's download user cannot write into a directory of root's.
+	DEBCACHE_APT="-o APT::Sandbox::User=root"
 	_debcache_module "$_dc_dir"
 	[ -n "$_dc_line" ] || return 0
 	_dc_apt=$_dc_dir/apt
@@ -31,7 +32,7 @@ debcache_apt() {
 	fi
 	DEBCACHE_APT="-o Dir::Etc::sourcelist=$_dc_apt/sources.list -o Dir::Etc::sourceparts=- \
 -o Dir::State::Lists=$_dc_apt/lists -o Dir::Cache=$_dc_apt/cache \
--o Acquire::Languages=none -o APT::Sandbox::User=root"
+-o Acquire::Languages=none $DEBCACHE_APT"
 	if ! ls "$_dc_apt/lists/"*_Packages* >/dev/null 2>&1; then
 		# shellcheck disable=SC2086 # DEBCACHE_APT is a list of options
 		apt-get $DEBCACHE_APT -q update >&2 || return 1

@@ -14,6 +14,9 @@ if [ "${1:-test}" = test ]; then
 	need gcc gcc # cgo, which the race detector needs
 	need shellcheck shellcheck
 	need musl-gcc musl-tools
+	# make size: the mipsle build as the packages feed makes it (cgo,
+	# linked by gcc against musl; scripts/size-feed.sh).
+	need mipsel-linux-gnu-gcc gcc-mipsel-linux-gnu
 	need iperf3 iperf3
 	need iptables-legacy-restore iptables
 	# The static build: the same package the VM guests get for their
@@ -40,8 +43,9 @@ if [ -n "$want" ]; then
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $want >/dev/null
 fi
 
-# make test-vm fetches arm64 and mipsel kernels and busybox with
-# `apt-get download`, which needs those architectures in apt's lists.
+# make test-vm fetches arm64 and mipsel kernels and busybox, and make size
+# Debian's musl for mipsel, with `apt-get download`, which needs those
+# architectures in apt's lists.
 if [ "${1:-test}" = test ]; then
 	added=
 	for arch in arm64 mipsel; do

@@ -16,7 +16,8 @@
 #   - go build ./..., go vet ./... (default and router tags);
 #   - the router builds (-tags router and router,tune) for linux/mipsle
 #     (softfloat, no inlining, as make size), linux/arm (ARMv7) and
-#     linux/arm64, with their sizes printed;
+#     linux/arm64, with their sizes printed, and the mipsle one as the
+#     feed builds it (scripts/size-feed.sh: cgo, gcc, musl, dynamic);
 #   - go test -short of every package but e2e and vmtest (see below).
 # When the toolchain cannot be fetched (offline) it says why and exits 0,
 # or 1 under PACKET_STEERING_REQUIRE_KERNEL=1 (CI), as the environment
@@ -109,7 +110,8 @@ for a in mipsle arm arm64; do
 			gcflags=-gcflags=all=-l
 			ldflags="$ldflags -R 0x1000"
 		fi
-		out=$cache/bin/packet-steering-$(echo "$tags" | tr , -)-$a
+		out=$cache/bin/packet-steering-$a
+		[ "$tags" = router ] || out=$cache/bin/packet-steering-tune-$a
 		echo "test-go123: go build -tags $tags linux/$a"
 		# shellcheck disable=SC2086 # gcflags is empty or one word
 		CGO_ENABLED=0 GOOS=linux GOARCH=$a GOMIPS=softfloat GOARM=7 \
@@ -117,6 +119,10 @@ for a in mipsle arm arm64; do
 		printf 'test-go123: %-40s %8d bytes (go%s)\n' "${out#"$here"/}" "$(stat -c %s "$out")" "$series"
 	done
 done
+
+# The mipsle router binary as the 24.10 feed builds it: with this Go,
+# cgo, linked by gcc against musl (scripts/size-feed.sh, as in make size).
+step env GO=go "$here/scripts/size-feed.sh" "${cache#"$here"/}/bin/packet-steering" mipsle
 
 # The fixture-heavy tests create thousands of small files: on a tmpfs, as
 # in scripts/test-cross.sh, when there is one.
