@@ -13,9 +13,13 @@
 # (signed-by=...), and apt refuses unsigned or badly signed lists.
 # An empty SOURCE_LINE uses the system's sources and lists.
 #
-# debcache_get DIR PKG ARCH: prints the directory PKG:ARCH is unpacked in
-# (DIR/x/<deb name>), downloading it into DIR/deb first when no copy is
-# there. Returns non-zero, with apt's message on stderr, when it cannot.
+# debcache_deb DIR PKG ARCH: prints the path of PKG:ARCH's .deb in DIR/deb,
+# downloading it first when no copy is there (ARCH "all" for an
+# architecture-independent package). Returns non-zero, with apt's message
+# on stderr, when it cannot.
+#
+# debcache_get DIR PKG ARCH: as debcache_deb, and prints the directory the
+# package is unpacked in (DIR/x/<deb name>) instead.
 
 debcache_apt() {
 	_dc_dir=$1
@@ -61,12 +65,12 @@ _debcache_newest() {
 	printf '%s' "$_dc_last"
 }
 
-debcache_get() {
+debcache_deb() {
 	_dc_dir=$1
 	_dc_pkg=$2
 	_dc_arch=$3
 	_debcache_module "$_dc_dir"
-	mkdir -p "$_dc_dir/deb" "$_dc_dir/x"
+	mkdir -p "$_dc_dir/deb"
 	_dc_deb=$(_debcache_newest "$_dc_dir/deb" "$_dc_pkg" "$_dc_arch")
 	if [ -z "$_dc_deb" ]; then
 		# An architecture-independent package is named without a qualifier.
@@ -80,9 +84,15 @@ debcache_get() {
 			return 1
 		}
 	fi
-	_dc_x=$_dc_dir/x/$(basename "$_dc_deb" .deb)
+	printf '%s\n' "$_dc_deb"
+}
+
+debcache_get() {
+	_dc_deb=$(debcache_deb "$@") || return 1
+	_dc_x=$1/x/$(basename "$_dc_deb" .deb)
 	if [ ! -d "$_dc_x" ]; then
 		rm -rf "$_dc_x.tmp"
+		mkdir -p "$1/x"
 		dpkg-deb -x "$_dc_deb" "$_dc_x.tmp" || return 1
 		mv "$_dc_x.tmp" "$_dc_x"
 	fi

@@ -53,16 +53,17 @@ skip_or_fail() {
 fetch_toolchain() {
 	arch=$(dpkg --print-architecture)
 	debcache_apt "$cache" "deb [arch=$arch signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm-backports main" || return 1
-	gox=$(debcache_get "$cache" "golang-$series-go" "$arch") || return 1
-	srcx=$(debcache_get "$cache" "golang-$series-src" all) || return 1
+	godeb=$(debcache_deb "$cache" "golang-$series-go" "$arch") || return 1
+	srcdeb=$(debcache_deb "$cache" "golang-$series-src" all) || return 1
 	# Debian splits the tree: GOROOT is /usr/lib/go-1.23, whose src, pkg/
 	# include, api, misc and test are relative links into /usr/share/go-1.23,
-	# filled by both packages. Both go into one root, as dpkg installs them.
-	root=$cache/root-$(basename "$gox")
+	# filled by both packages. Both are unpacked into one root, as dpkg
+	# installs them.
+	root=$cache/root-$(basename "$godeb" .deb)
 	if [ ! -x "$root/usr/lib/go-$series/bin/go" ]; then
 		rm -rf "$root.tmp"
-		mkdir -p "$root.tmp"
-		cp -a "$gox/." "$srcx/." "$root.tmp/"
+		dpkg-deb -x "$godeb" "$root.tmp" || return 1
+		dpkg-deb -x "$srcdeb" "$root.tmp" || return 1
 		mv "$root.tmp" "$root"
 	fi
 	root=$root/usr/lib/go-$series
