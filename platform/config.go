@@ -20,7 +20,8 @@ import (
 //	firewall       @defaults[0]: flow_offloading, flow_offloading_hw
 //	packet_steering (optional) globals: mode, flows, daemon; `config device`
 //	               sections: name, rps_cpus, xps_cpus, napi_cpus, flows,
-//	               list queue_rps 'rx-1=2'
+//	               list queue_rps 'rx-1=2'; the first `config adaptive`
+//	               section: every option, raw (steering.ResolveAdaptiveConfig)
 //
 // A file that is refused (it does not parse, is beyond uci.MaxFileSize or
 // uci.MaxSections, is not a regular file or cannot be read) is listed in
@@ -187,6 +188,14 @@ func steeringConfig(p *uci.Package, c *Config) *SteeringConfig {
 		sc.Mode, _ = s.Get("mode")
 		sc.Flows, _ = s.Get("flows")
 		sc.Daemon, _ = s.Get("daemon")
+	}
+	if s := firstOfType(p, "adaptive"); s != nil {
+		sc.Adaptive = make(map[string]string, len(s.Options))
+		for _, o := range s.Options {
+			// A list is not an adaptive option's form: its items joined
+			// fail the value check with a clear message.
+			sc.Adaptive[o.Name] = strings.Join(o.Values, " ")
+		}
 	}
 	for _, s := range p.SectionsOfType("device") {
 		var o DeviceOverride

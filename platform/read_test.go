@@ -458,6 +458,15 @@ config device
 
 config device
 	option name 'wlan0'
+
+config adaptive 'adaptive'
+	option interval '1'
+	option high_load '70%'
+	list bogus 'a'
+	list bogus 'b'
+
+config adaptive 'ignored'
+	option interval '9'
 `
 
 func TestSteeringConfig(t *testing.T) {
@@ -469,7 +478,7 @@ func TestSteeringConfig(t *testing.T) {
 		{Name: "eth0", RPSCPUs: "2", XPSCPUs: "1", NAPICPUs: "2-3", Flows: "128",
 			QueueRPSCPUs: map[string]string{"rx-0": "4", "rx-1": "8"}},
 		{Name: "wlan0"},
-	}}
+	}, Adaptive: map[string]string{"interval": "1", "high_load": "70%", "bogus": "a b"}}
 	if d := testenv.Diff(want, s.Config.Steering); d != "" {
 		t.Errorf("steering config (-want +got):\n%s", d)
 	}

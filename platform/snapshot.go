@@ -195,6 +195,10 @@ type SteeringConfig struct {
 	// daemon, or rpcd running the same binary as an exec plugin).
 	Daemon  string           `json:"daemon,omitempty"`
 	Devices []DeviceOverride `json:"devices,omitempty"`
+	// Adaptive holds the options of the first `config adaptive` section,
+	// raw, by name (the adaptive mode's loop; the steering package owns
+	// their names and meaning); nil without the section.
+	Adaptive map[string]string `json:"adaptive,omitempty"`
 }
 
 // DeviceOverride is one `config device` section. Empty fields are unset.

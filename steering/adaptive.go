@@ -153,6 +153,24 @@ func DefaultAdaptiveConfig() AdaptiveConfig {
 	}
 }
 
+// AdaptiveOption is one effective option of the adaptive loop as status
+// shows it: its value (in the form the `config adaptive` section takes) and
+// where it comes from (SourcePacketSteering or SourceDefault).
+type AdaptiveOption struct {
+	Name   string `json:"name"`
+	Value  string `json:"value"`
+	Source string `json:"source"`
+}
+
+// AdaptiveSettings is the adaptive loop's effective configuration
+// (ResolveAdaptiveConfig), each option with its source, and the problems
+// of the configured values (each of which fell back to its default).
+type AdaptiveSettings struct {
+	Config   AdaptiveConfig
+	Options  []AdaptiveOption
+	Problems []string
+}
+
 // Check reports a configuration the controller cannot work with.
 func (c AdaptiveConfig) Check() error {
 	var bad []string

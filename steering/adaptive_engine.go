@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/packet-steering/packet-steering/platform"
 )
 
 // The engine's half of the adaptive mode: it keeps the deviations from the
@@ -45,13 +47,28 @@ type SamplingStatus struct {
 	Error string    `json:"error,omitempty"`
 }
 
-// AdaptiveStatus is the adaptive part of Status: the deviations from the
-// auto plan with their reasons, the recent moves (newest last, bounded),
-// and the loop's state.
+// AdaptiveStatus is the adaptive part of Status: the loop's effective
+// options with their sources, the deviations from the auto plan with their
+// reasons, the recent moves (newest last, bounded), deviations the plan
+// dropped (their queue or CPU is gone) and the loop's state.
 type AdaptiveStatus struct {
-	Deviations []Deviation     `json:"deviations"`
-	Moves      []MoveRecord    `json:"moves"`
-	Sampling   *SamplingStatus `json:"sampling,omitempty"`
+	Config     []AdaptiveOption `json:"config"`
+	Deviations []Deviation      `json:"deviations"`
+	Moves      []MoveRecord     `json:"moves"`
+	Dropped    []DroppedDev     `json:"dropped,omitempty"`
+	// StateFile says what became of the runtime state file
+	// (AdaptiveStateFile) when it could not be used; "" when it could.
+	StateFile string          `json:"state_file,omitempty"`
+	Sampling  *SamplingStatus `json:"sampling,omitempty"`
+}
+
+// DroppedDev is a deviation the adaptive plan no longer lays over the auto
+// plan, and why (its queue or CPU is gone, or it equals the auto
+// placement now).
+type DroppedDev struct {
+	Deviation
+	Why  string    `json:"why"`
+	Time time.Time `json:"time"`
 }
 
 // adaptiveState is guarded by Engine.mu.
@@ -59,22 +76,44 @@ type adaptiveState struct {
 	devs     []Deviation
 	moves    []MoveRecord
 	sampling *SamplingStatus
+	dropped  []DroppedDev
+	// cfg is the loop's configuration as the last apply in mode adaptive
+	// resolved it (cfgSet); before one, status resolves it from the view.
+	cfg    AdaptiveSettings
+	cfgSet bool
+	// loaded: the state file was read (once per engine); written is what
+	// was last written to it ("" none); note says why the file was not
+	// used.
+	loaded  bool
+	written string
+	note    string
 }
 
-// maxMoveHistory bounds the moves kept for status.
-const maxMoveHistory = 16
-
-func (e *Engine) clearDeviations() {
-	e.mu.Lock()
-	e.adaptive.devs = nil
-	e.mu.Unlock()
-}
+// maxMoveHistory bounds the moves kept for status (and in the state
+// file); maxDropped the dropped deviations.
+const (
+	maxMoveHistory = 16
+	maxDropped     = 16
+)
 
 // Deviations returns the current deviations from the auto plan.
 func (e *Engine) Deviations() []Deviation {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.loadAdaptiveLocked()
 	return slices.Clone(e.adaptive.devs)
+}
+
+// AdaptiveSettings returns the adaptive loop's configuration as the last
+// apply in mode adaptive resolved it from the `config adaptive` section
+// (ResolveAdaptiveConfig), the defaults before one.
+func (e *Engine) AdaptiveSettings() AdaptiveSettings {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.adaptive.cfgSet {
+		return AdaptiveSettings{Config: DefaultAdaptiveConfig()}
+	}
+	return e.adaptive.cfg
 }
 
 // AdaptReason is the apply reason of a set of moves, as logged and sent
@@ -103,10 +142,20 @@ func (e *Engine) noteSampling(st *SamplingStatus) {
 }
 
 // adaptiveStatus is the Status part for the adaptive mode.
-func (e *Engine) adaptiveStatus() *AdaptiveStatus {
+func (e *Engine) adaptiveStatus(snap *platform.Snapshot) *AdaptiveStatus {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	st := &AdaptiveStatus{Deviations: slices.Clone(e.adaptive.devs), Moves: slices.Clone(e.adaptive.moves)}
+	e.loadAdaptiveLocked()
+	st := &AdaptiveStatus{Deviations: slices.Clone(e.adaptive.devs), Moves: slices.Clone(e.adaptive.moves),
+		Dropped: slices.Clone(e.adaptive.dropped), StateFile: e.adaptive.note}
+	if e.adaptive.cfgSet {
+		st.Config = slices.Clone(e.adaptive.cfg.Options)
+	} else {
+		st.Config = resolveAdaptiveConfig(snap).Options
+	}
+	if st.Config == nil {
+		st.Config = []AdaptiveOption{}
+	}
 	if st.Deviations == nil {
 		st.Deviations = []Deviation{}
 	}

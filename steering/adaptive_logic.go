@@ -95,8 +95,15 @@ func onlineSet(snap *platform.Snapshot) cpuset.Set {
 // is one the kernel accepts. A NAPI deviation moves the queue's IRQ along
 // when the plan pins that IRQ to the thread's CPU.
 func AdaptPlan(snap *platform.Snapshot, p *Plan, devs []Deviation) (*Plan, []Deviation) {
+	out, kept, _ := layDeviations(snap, p, devs)
+	return out, kept
+}
+
+// layDeviations is AdaptPlan, also returning the dropped deviations with
+// the reason of each (Time left zero).
+func layDeviations(snap *platform.Snapshot, p *Plan, devs []Deviation) (*Plan, []Deviation, []DroppedDev) {
 	if len(devs) == 0 || p == nil || snap == nil {
-		return p, nil
+		return p, nil, nil
 	}
 	pairs := PairQueues(snap)
 	units := map[string]AdaptiveUnit{}
@@ -107,9 +114,22 @@ func AdaptPlan(snap *platform.Snapshot, p *Plan, devs []Deviation) (*Plan, []Dev
 	out := *p
 	out.Actions = append([]Action(nil), p.Actions...)
 	var kept []Deviation
+	var dropped []DroppedDev
 	for _, d := range devs {
 		u, ok := units[d.Key()]
-		if !ok || u.Kind != d.Kind || !online.Has(d.CPU) || d.CPU == u.Home {
+		why := ""
+		switch {
+		case !ok && !hasRxQueue(snap, d.Device, d.Queue):
+			why = "no rx queue " + d.Key() + " now"
+		case !ok || u.Kind != d.Kind:
+			why = "the auto plan no longer puts " + d.Key() + "'s " + d.Kind + " work on one CPU"
+		case !online.Has(d.CPU):
+			why = "cpu" + strconv.Itoa(d.CPU) + " is not online"
+		case d.CPU == u.Home:
+			why = "cpu" + strconv.Itoa(d.CPU) + " is its auto placement now"
+		}
+		if why != "" {
+			dropped = append(dropped, DroppedDev{Deviation: d, Why: why})
 			continue
 		}
 		d.Home = u.Home
@@ -140,7 +160,19 @@ func AdaptPlan(snap *platform.Snapshot, p *Plan, devs []Deviation) (*Plan, []Dev
 		}
 		kept = append(kept, d)
 	}
-	return &out, kept
+	return &out, kept, dropped
+}
+
+// hasRxQueue reports whether snap has the device's rx queue.
+func hasRxQueue(snap *platform.Snapshot, dev, queue string) bool {
+	if d := snapDevice(snap, dev); d != nil {
+		for _, q := range d.RxQueues {
+			if q.Name == queue {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Decision is what one Step decided.

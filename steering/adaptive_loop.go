@@ -16,17 +16,28 @@ import (
 // of the plain router build with adaptive_logic.go.
 // adaptPlan lays the deviations over p and forgets those that no longer
 // apply.
+// The state file is read first (once per engine); the dropped deviations
+// are listed for status and leave the file at the next apply.
 func (e *Engine) adaptPlan(snap *platform.Snapshot, p *Plan) *Plan {
 	e.mu.Lock()
+	e.loadAdaptiveLocked()
 	devs := e.adaptive.devs
 	e.mu.Unlock()
 	if len(devs) == 0 {
 		return p
 	}
-	out, kept := AdaptPlan(snap, p, devs)
-	if len(kept) != len(devs) {
+	out, kept, dropped := layDeviations(snap, p, devs)
+	if len(dropped) > 0 {
 		e.mu.Lock()
-		e.adaptive.devs = kept
+		// Only if no move changed them meanwhile.
+		if slices.Equal(e.adaptive.devs, devs) {
+			e.adaptive.devs = kept
+			now := e.now()
+			for _, d := range dropped {
+				d.Time = now
+				e.noteDroppedLocked(d)
+			}
+		}
 		e.mu.Unlock()
 	}
 	return out
@@ -101,6 +112,9 @@ func (e *Engine) Adapt(ctx context.Context, moves []Move) (*Result, error) {
 	if n := len(e.adaptive.moves) - maxMoveHistory; n > 0 {
 		e.adaptive.moves = slices.Delete(e.adaptive.moves, 0, n)
 	}
+	// The apply saved the new deviations; the record of the moves (and a
+	// rollback) goes to the state file here.
+	_ = e.saveAdaptiveLocked()
 	if err != nil {
 		return nil, err
 	}
@@ -184,6 +198,11 @@ func (e *Engine) RunAdaptive(ctx context.Context, cfg AdaptiveConfig, apply func
 	}
 	if apply == nil {
 		apply = e.Adapt
+	}
+	// Deviations kept from before (a restart, the state file) keep their
+	// dwell time.
+	for _, d := range e.Deviations() {
+		ctl.Moved(d.Key(), d.Since)
 	}
 	st := &SamplingStatus{Running: true, IntervalMS: cfg.Interval.Milliseconds()}
 	e.noteSampling(st)

@@ -32,3 +32,13 @@ func (e *Engine) AdaptiveSample(context.Context, bool) (LoadSample, error) {
 func (e *Engine) RunAdaptive(context.Context, AdaptiveConfig, func(context.Context, []Move) (*Result, error)) error {
 	return errNoAdaptive
 }
+
+func (e *Engine) loadAdaptiveLocked() {}
+
+func (e *Engine) adaptiveApplied(*platform.Snapshot, Mode) {}
+
+func (e *Engine) forgetAdaptive() {}
+
+func resolveAdaptiveConfig(*platform.Snapshot) AdaptiveSettings { return AdaptiveSettings{} }
+
+func adaptiveConfigErrors(*platform.Snapshot) []platform.Gap { return nil }

@@ -558,8 +558,10 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 	// current values are the live ones, so knobs are not read again.
 	res := applyPlan(ctx, e.writer, snap, actions, req.DryRun, true)
 	res.Mode = p.Mode
-	if !req.DryRun && p.Mode != ModeAdaptive {
-		e.clearDeviations()
+	if !req.DryRun {
+		// The adaptive state follows the mode: kept (and the loop's
+		// options resolved) in adaptive, forgotten in any other.
+		e.adaptiveApplied(snap, p.Mode)
 	}
 	res.DurationUS = time.Since(start).Microseconds()
 	if !req.DryRun {
@@ -636,7 +638,7 @@ func (e *Engine) SetMode(ctx context.Context, req SetModeRequest) (*Result, erro
 		e.mu.Unlock()
 	}
 	// A mode change starts from the plain plan: adaptive from auto.
-	e.clearDeviations()
+	e.forgetAdaptive()
 	reason := req.Reason
 	if reason == "" {
 		reason = "set_mode " + string(m)

@@ -60,7 +60,7 @@ func (e *Engine) Status(ctx context.Context) (*Status, error) {
 		Hints:        slices.Clone(p.Hints),
 		Writers:      slices.Clone(p.Writers),
 		CPUs:         make([]CPUStat, 0, len(snap.Softnet)),
-		ConfigErrors: slices.Clone(snap.Config.Errors),
+		ConfigErrors: append(slices.Clone(snap.Config.Errors), adaptiveConfigErrors(snap)...),
 		Platform: PlatformInfo{
 			Board:  snap.Identity.Board,
 			Model:  snap.Identity.Model,
@@ -87,7 +87,7 @@ func (e *Engine) Status(ctx context.Context) (*Status, error) {
 	st.LastApply = last
 	st.UnfinishedApply = unfinished
 	if p.Mode == ModeAdaptive {
-		st.Adaptive = e.adaptiveStatus()
+		st.Adaptive = e.adaptiveStatus(snap)
 	}
 	return st, nil
 }

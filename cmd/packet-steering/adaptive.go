@@ -18,39 +18,61 @@ import (
 // *steering.Engine implements it.
 type adaptiveLooper interface {
 	RunAdaptive(ctx context.Context, cfg steering.AdaptiveConfig, apply func(context.Context, []steering.Move) (*steering.Result, error)) error
+	// AdaptiveSettings is the loop's configuration as the last apply in
+	// mode adaptive resolved it from UCI.
+	AdaptiveSettings() steering.AdaptiveSettings
 }
 
-// adaptiveRunner starts and stops the loop.
+// adaptiveRunner starts and stops the loop, and restarts it when its
+// configuration changed (a reload after the `config adaptive` section was
+// edited).
 type adaptiveRunner struct {
-	// run runs the loop until ctx is done.
-	run func(ctx context.Context) error
-	log *lineLogger
+	// run runs the loop with cfg until ctx is done.
+	run func(ctx context.Context, cfg steering.AdaptiveConfig) error
+	// config is the configuration to run with now.
+	config func() steering.AdaptiveConfig
+	log    *lineLogger
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
+	cfg    steering.AdaptiveConfig // of the running loop
 }
 
-// sync starts the loop in mode adaptive and stops it in any other mode.
+// sync starts the loop in mode adaptive (restarting it when the
+// configuration changed) and stops it in any other mode.
 func (r *adaptiveRunner) sync(m steering.Mode) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	switch {
-	case m == steering.ModeAdaptive && r.cancel == nil:
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		r.cancel, r.done = cancel, done
-		r.log.Info("adaptive loop started")
-		go func() {
-			defer close(done)
-			if err := r.run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-				r.log.Error("adaptive loop stopped", "err", err)
-			}
-		}()
-	case m != steering.ModeAdaptive && r.cancel != nil:
-		r.stopLocked()
-		r.log.Info("adaptive loop stopped", "mode", string(m))
+	if m != steering.ModeAdaptive {
+		if r.cancel != nil {
+			r.stopLocked()
+			r.log.Info("adaptive loop stopped", "mode", string(m))
+		}
+		return
 	}
+	cfg := steering.DefaultAdaptiveConfig()
+	if r.config != nil {
+		cfg = r.config()
+	}
+	if r.cancel != nil {
+		if cfg == r.cfg {
+			return
+		}
+		r.stopLocked()
+		r.log.Info("adaptive loop restarting: its options changed")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	r.cancel, r.done, r.cfg = cancel, done, cfg
+	r.log.Info("adaptive loop started", "interval", cfg.Interval.String(), "max_idle_interval", cfg.MaxIdleInterval.String(),
+		"dwell", cfg.MinDwell.String(), "max_moves", cfg.MaxMoves)
+	go func() {
+		defer close(done)
+		if err := r.run(ctx, cfg); err != nil && !errors.Is(err, context.Canceled) {
+			r.log.Error("adaptive loop stopped", "err", err)
+		}
+	}()
 }
 
 // running reports whether the loop runs.

@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/packet-steering/packet-steering/steering"
@@ -36,11 +37,33 @@ func printAdaptive(w io.Writer, a *steering.AdaptiveStatus) {
 	} else {
 		fmt.Fprintln(w, "  loop: not running in this process (the daemon keeps the deviations: `ubus call packet_steering status`)")
 	}
+	if len(a.Config) > 0 {
+		var set, def []string
+		for _, o := range a.Config {
+			if o.Source == steering.SourceDefault {
+				def = append(def, o.Name+" "+o.Value)
+			} else {
+				set = append(set, o.Name+" "+o.Value)
+			}
+		}
+		if len(set) > 0 {
+			fmt.Fprintf(w, "  options (packet_steering.adaptive): %s\n", strings.Join(set, ", "))
+		}
+		if len(def) > 0 {
+			fmt.Fprintf(w, "  options (default): %s\n", strings.Join(def, ", "))
+		}
+	}
+	if a.StateFile != "" {
+		fmt.Fprintf(w, "  state file: %s\n", a.StateFile)
+	}
 	if len(a.Deviations) == 0 {
 		fmt.Fprintln(w, "  deviations from auto: none")
 	}
 	for _, d := range a.Deviations {
 		fmt.Fprintf(w, "  %s (%s) on cpu%d, auto: cpu%d, since %s: %s\n", d.Key(), d.Kind, d.CPU, d.Home, d.Since.Format(time.RFC3339), d.Reason)
+	}
+	for _, d := range a.Dropped {
+		fmt.Fprintf(w, "  dropped %s (%s) on cpu%d at %s: %s\n", d.Key(), d.Kind, d.CPU, d.Time.Format(time.RFC3339), d.Why)
 	}
 	if len(a.Moves) > 0 {
 		fmt.Fprintln(w, "  recent moves:")

@@ -337,3 +337,89 @@ func TestDaemonAdaptiveIdleCost(t *testing.T) {
 		t.Errorf("%.0f wake-ups in %d s without traffic, want at most %.0f", w, secs, limit)
 	}
 }
+
+// The loop's options come from the `config adaptive` section of UCI: the
+// loop starts with them, and a reload after the section changed restarts
+// it with the new values (a reload with nothing changed does not). A bad
+// value is listed in config_errors and its default used; status shows the
+// effective options with their sources.
+func TestDaemonAdaptiveOptionsReload(t *testing.T) {
+	root := fixturetest.Root(t, "demo", nil)
+	conf := filepath.Join(root, "etc/config/packet_steering")
+	write := func(adaptive string) {
+		t.Helper()
+		body := "config globals 'globals'\n\toption mode 'adaptive'\n\nconfig adaptive 'adaptive'\n" + adaptive
+		if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("\toption interval '0.3'\n\toption max_idle_interval '0.6'\n\toption dwell '7'\n")
+	_, sock := ubustest.Start(t)
+	log := &lockedBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- serveDaemon(ctx, daemonConfig{socket: sock, engine: steering.NewEngine(root), log: newDaemonLogger(log, true),
+			connectWait: 2 * time.Second, drainWait: 5 * time.Second})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("daemon: %v", err)
+		}
+	}()
+	waitForObject(t, sock, 5*time.Second)
+	// The start apply started the loop with the section's values.
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(log.String(), "adaptive loop started") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(log.String(), `msg="adaptive loop started" interval=300ms max_idle_interval=600ms dwell=7s max_moves=1`) {
+		t.Fatalf("loop start:\n%s", log.String())
+	}
+	options := func() (map[string]string, []any) {
+		t.Helper()
+		code, out, _ := callCmd(t, sock, "status")
+		if code != 0 {
+			t.Fatal(out)
+		}
+		st := decodeReply(t, out)
+		ad, _ := st["adaptive"].(map[string]any)
+		if ad == nil {
+			t.Fatalf("status without adaptive: %s", out)
+		}
+		got := map[string]string{}
+		for _, o := range ad["config"].([]any) {
+			m := o.(map[string]any)
+			got[m["name"].(string)] = m["value"].(string) + " " + m["source"].(string)
+		}
+		errs, _ := st["config_errors"].([]any)
+		return got, errs
+	}
+	opts, errs := options()
+	if opts["interval"] != "300ms packet_steering" || opts["dwell"] != "7s packet_steering" || opts["high_load"] != "85% default" || len(errs) != 0 {
+		t.Errorf("options %v, config errors %v", opts, errs)
+	}
+
+	write("\toption interval '0.2'\n\toption max_idle_interval '0.6'\n\toption max_moves 'two'\n")
+	if code, _, errOut := callCmd(t, sock, "apply", `{"reason":"reload"}`); code != 0 {
+		t.Fatalf("reload: %s", errOut)
+	}
+	if !strings.Contains(log.String(), `msg="adaptive loop restarting: its options changed"`) ||
+		!strings.Contains(log.String(), `msg="adaptive loop started" interval=200ms max_idle_interval=600ms dwell=20s max_moves=1`) {
+		t.Fatalf("reload with changed options:\n%s", log.String())
+	}
+	opts, errs = options()
+	if opts["interval"] != "200ms packet_steering" || opts["dwell"] != "20s default" || opts["max_moves"] != "1 default" {
+		t.Errorf("options after the reload %v", opts)
+	}
+	if len(errs) != 1 || !strings.Contains(fmt.Sprint(errs[0]), `packet_steering.adaptive.max_moves: "two" is not a whole number`) {
+		t.Errorf("config errors %v", errs)
+	}
+	if code, _, errOut := callCmd(t, sock, "apply", `{"reason":"reload"}`); code != 0 {
+		t.Fatalf("reload: %s", errOut)
+	}
+	if n := strings.Count(log.String(), "adaptive loop restarting"); n != 1 {
+		t.Errorf("%d restarts, want 1 (the unchanged reload restarts nothing):\n%s", n, log.String())
+	}
+}

@@ -46,7 +46,8 @@ type daemonConfig struct {
 	// takeover, when set, takes steering back from netifd's service when
 	// procd announces that it started (serviceWatch); nil watches nothing.
 	takeover func(ctx context.Context)
-	// adaptive configures the adaptive mode's loop (zero: the default).
+	// adaptive, when set, configures the adaptive mode's loop instead of
+	// the `config adaptive` section of UCI (zero: from UCI).
 	adaptive steering.AdaptiveConfig
 }
 
@@ -129,13 +130,15 @@ func serveDaemon(ctx context.Context, cfg daemonConfig) error {
 	// The adaptive loop runs on the engine itself; its moves go through
 	// the object (logged and announced) and the wrappers below.
 	var obj *ubusobj.Object
-	runner := &adaptiveRunner{log: cfg.log, run: func(context.Context) error { return nil }}
+	runner := &adaptiveRunner{log: cfg.log, run: func(context.Context, steering.AdaptiveConfig) error { return nil }}
 	if l, ok := cfg.engine.(adaptiveLooper); ok {
-		acfg := cfg.adaptive
-		if acfg == (steering.AdaptiveConfig{}) {
-			acfg = steering.DefaultAdaptiveConfig()
+		runner.config = func() steering.AdaptiveConfig { return l.AdaptiveSettings().Config }
+		if cfg.adaptive != (steering.AdaptiveConfig{}) {
+			runner.config = func() steering.AdaptiveConfig { return cfg.adaptive }
 		}
-		runner.run = func(ctx context.Context) error { return l.RunAdaptive(ctx, acfg, obj.Adapt) }
+		runner.run = func(ctx context.Context, acfg steering.AdaptiveConfig) error {
+			return l.RunAdaptive(ctx, acfg, obj.Adapt)
+		}
 	}
 	defer runner.stop()
 	if cfg.trimIdle > 0 && cfg.trim != nil {

@@ -76,7 +76,11 @@ func printStatus(w io.Writer, st *steering.Status, threads []steering.ThreadStat
 		return err
 	}
 	for _, g := range st.ConfigErrors {
-		fmt.Fprintf(w, "config error: %s: %s (last good settings kept)\n", g.Path, g.Error)
+		kept := " (last good settings kept)"
+		if strings.HasPrefix(g.Error, "packet_steering.adaptive") {
+			kept = "" // an adaptive option: the message names the default used
+		}
+		fmt.Fprintf(w, "config error: %s: %s%s\n", g.Path, g.Error, kept)
 	}
 	printAdaptive(w, st.Adaptive)
 	if len(st.Hints) > 0 {
