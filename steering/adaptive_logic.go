@@ -391,8 +391,16 @@ func (c *AdaptiveController) decide(prev, cur *LoadSample, active bool) ([]CPULo
 		}
 	}
 	net := make(map[int]float64, len(loads))
+	// press is how loaded a CPU is for a move away from it: its network
+	// load, or its busy time when that reaches BusyLoad (user space or
+	// other kernel work filling the CPU: the network work cannot get more
+	// of it, and moving a queue off gives the queue the room it lacks).
+	press := make(map[int]float64, len(loads))
 	for _, l := range loads {
-		net[l.CPU] = l.Net
+		net[l.CPU], press[l.CPU] = l.Net, l.Net
+		if c.cfg.BusyLoad > 0 && l.Busy >= c.cfg.BusyLoad && l.Busy > l.Net {
+			press[l.CPU] = l.Busy
+		}
 	}
 	var moves []Move
 	moved := map[string]bool{}
@@ -418,10 +426,10 @@ func (c *AdaptiveController) decide(prev, cur *LoadSample, active bool) ([]CPULo
 					continue
 				}
 				after := net[t.CPU] + u.load
-				if after+c.cfg.Margin > net[src.CPU] {
+				if after+c.cfg.Margin > press[src.CPU] {
 					continue
 				}
-				peak := net[src.CPU] - u.load
+				peak := press[src.CPU] - u.load
 				if after > peak {
 					peak = after
 				}
@@ -442,6 +450,8 @@ func (c *AdaptiveController) decide(prev, cur *LoadSample, active bool) ([]CPULo
 		moved[u.u.Key()] = true
 		net[src.CPU] -= u.load
 		net[bestTo] += u.load
+		press[src.CPU] -= u.load
+		press[bestTo] += u.load
 		units[best].u.CPU = bestTo
 		delete(c.hot, src.CPU)
 	}
@@ -457,7 +467,11 @@ func (c *AdaptiveController) decide(prev, cur *LoadSample, active bool) ([]CPULo
 		if !ok {
 			continue // the auto CPU went offline: the plan drops the deviation
 		}
-		room := loads[j].Saturated == "" && net[home]+u.load <= c.cfg.LowLoad
+		// Room: the network load stays low, and (BusyLoad set) the CPU is
+		// not filled by other work either (a process that keeps the CPU
+		// busy would saturate it again: no flapping).
+		room := loads[j].Saturated == "" && net[home]+u.load <= c.cfg.LowLoad &&
+			(c.cfg.BusyLoad <= 0 || loads[j].Busy+u.load < c.cfg.BusyLoad)
 		if !room {
 			delete(c.cool, key)
 			continue

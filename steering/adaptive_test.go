@@ -286,6 +286,25 @@ func TestAdaptiveController(t *testing.T) {
 			reason: "busy 100% with net load 60%",
 		},
 		{
+			name: "a process fills the CPU of a lone queue: the queue moves, and goes back only once the process is gone",
+			world: simWorld{cpus: 2, units: []simUnit{
+				{queue: "rx-0", home: 0, load: constant(0.2)},
+				{queue: "rx-1", home: 1, load: constant(0.05)},
+			}, other: func(s, cpu int) float64 {
+				if cpu == 0 && s < 20 {
+					return 0.9
+				}
+				return 0
+			}},
+			cfg:   func(c *AdaptiveConfig) { c.BusyNet = 0.1 },
+			steps: 30,
+			// Hot from step 1, moved at 2; while the process runs cpu0
+			// has no room (busy 90% + the queue's 20%); from step 20
+			// three cool intervals.
+			want:   "2:rx-0:0->1 22:rx-0:1->0",
+			reason: "cpu0 saturated (busy 100% with net load 20%)",
+		},
+		{
 			name: "traffic stops: the deviation goes back after the dwell, then sampling backs off",
 			world: simWorld{cpus: 2, units: []simUnit{
 				{queue: "rx-0", home: 0, load: phases(0.5, [2]int{0, 6})},
