@@ -26,49 +26,53 @@ type queuesOut struct {
 }
 
 type rxView struct {
-	Queue       string    `json:"queue"`
-	RPSCPUs     string    `json:"rps_cpus"`
-	WantRPSCPUs string    `json:"want_rps_cpus"`
-	NAPI        *napiView `json:"napi"`
-	IRQ         *irqView  `json:"irq"`
+	Queue       string `json:"queue"`
+	RPSCPUs     string `json:"rps_cpus"`
+	WantRPSCPUs string `json:"want_rps_cpus"`
+	queueWork
+	// Adaptive is set where the adaptive mode moved the queue.
+	Adaptive *steering.Deviation `json:"adaptive"`
 }
 
 type txView struct {
-	Queue       string    `json:"queue"`
-	XPSCPUs     string    `json:"xps_cpus"`
-	WantXPSCPUs string    `json:"want_xps_cpus"`
-	NAPI        *napiView `json:"napi"`
-	IRQ         *irqView  `json:"irq"`
+	Queue       string `json:"queue"`
+	XPSCPUs     string `json:"xps_cpus"`
+	WantXPSCPUs string `json:"want_xps_cpus"`
+	queueWork
+}
+
+// queueWork is where a queue's work runs: its NAPI thread and IRQ (either
+// may be absent).
+type queueWork struct {
+	NAPI *napiView `json:"napi"`
+	IRQ  *irqView  `json:"irq"`
 }
 
 type napiView struct {
-	PID      int    `json:"pid"`
-	Thread   string `json:"thread"`
-	CPUs     string `json:"cpus"`
-	WantCPUs string `json:"want_cpus"`
+	PID    int    `json:"pid"`
+	Thread string `json:"thread"`
+	placed
 }
 
 type irqView struct {
-	IRQ      int    `json:"irq"`
-	Name     string `json:"name"`
+	IRQ  int    `json:"irq"`
+	Name string `json:"name"`
+	placed
+}
+
+// placed is a thread's or IRQ's live and planned CPUs (cpu lists).
+type placed struct {
 	CPUs     string `json:"cpus"`
 	WantCPUs string `json:"want_cpus"`
 }
 
 // want is the planned value where the plan sets one, else the live one
 // (the plan leaves the knob alone).
-func (v *napiView) want() string {
-	if v.WantCPUs != "" {
-		return v.WantCPUs
+func (p placed) want() string {
+	if p.WantCPUs != "" {
+		return p.WantCPUs
 	}
-	return v.CPUs
-}
-
-func (v *irqView) want() string {
-	if v.WantCPUs != "" {
-		return v.WantCPUs
-	}
-	return v.CPUs
+	return p.CPUs
 }
 
 // kernelState is the "state" section: the kernel's files read with cat
@@ -331,6 +335,21 @@ func (c *checker) errorf(format string, a ...any) {
 	c.errs = append(c.errs, fmt.Sprintf(format, a...))
 }
 
+// getJSON decodes the JSON section name into v; a section that is missing,
+// failed or does not decode is a failure, and false.
+func (c *checker) getJSON(con *consoleOut, name string, v any) bool {
+	s, err := con.get(name)
+	if err != nil {
+		c.errorf("%v", err)
+		return false
+	}
+	if err := json.Unmarshal([]byte(s), v); err != nil {
+		c.errorf("%s: %v", name, err)
+		return false
+	}
+	return true
+}
+
 // checkGuest checks everything the guest printed and prints its table.
 func checkGuest(t *testing.T, g *guest, con *consoleOut) {
 	c := &checker{}
@@ -345,35 +364,19 @@ func checkGuest(t *testing.T, g *guest, con *consoleOut) {
 		}
 	}
 	var plan steering.Plan
-	if s, err := con.get("plan"); err != nil {
-		c.errorf("%v", err)
-	} else if err := json.Unmarshal([]byte(s), &plan); err != nil {
-		c.errorf("plan --json: %v", err)
-	}
+	c.getJSON(con, "plan", &plan)
 	if g.wantPolicy != "" && plan.Policy != g.wantPolicy {
 		c.errorf("plan chose policy %q, want %q", plan.Policy, g.wantPolicy)
 	}
 	var first, again steering.Result
-	if s, err := con.get("apply"); err != nil {
-		c.errorf("%v", err)
-	} else if err := json.Unmarshal([]byte(s), &first); err != nil {
-		c.errorf("apply --json: %v", err)
-	} else if len(first.Failed) > 0 {
+	if c.getJSON(con, "apply", &first) && len(first.Failed) > 0 {
 		c.errorf("apply: %d actions failed: %+v", len(first.Failed), first.Failed)
 	}
-	if s, err := con.get("apply-again"); err != nil {
-		c.errorf("%v", err)
-	} else if err := json.Unmarshal([]byte(s), &again); err != nil {
-		c.errorf("second apply --json: %v", err)
-	} else if len(again.Changed) != 0 || len(again.Failed) != 0 {
+	if c.getJSON(con, "apply-again", &again) && (len(again.Changed) != 0 || len(again.Failed) != 0) {
 		c.errorf("second apply changed %d and failed %d actions, want none: %+v", len(again.Changed), len(again.Failed), again.Changed)
 	}
 	var st steering.Status
-	if s, err := con.get("call-status"); err != nil {
-		c.errorf("daemon: %v", err)
-	} else if err := json.Unmarshal([]byte(s), &st); err != nil {
-		c.errorf("daemon status: %v", err)
-	} else {
+	if c.getJSON(con, "call-status", &st) {
 		if st.Policy != plan.Policy {
 			c.errorf("daemon status: policy %q, plan said %q", st.Policy, plan.Policy)
 		}
@@ -385,25 +388,12 @@ func checkGuest(t *testing.T, g *guest, con *consoleOut) {
 		}
 	}
 	var viaDaemon steering.Result
-	if s, err := con.get("call-apply"); err != nil {
-		c.errorf("daemon: %v", err)
-	} else if err := json.Unmarshal([]byte(s), &viaDaemon); err != nil {
-		c.errorf("daemon apply: %v", err)
-	} else if len(viaDaemon.Changed) != 0 || len(viaDaemon.Failed) != 0 {
+	if c.getJSON(con, "call-apply", &viaDaemon) && (len(viaDaemon.Changed) != 0 || len(viaDaemon.Failed) != 0) {
 		c.errorf("apply through the daemon changed %d and failed %d actions, want none", len(viaDaemon.Changed), len(viaDaemon.Failed))
 	}
-	var q queuesOut
-	if s, err := con.get("call-queues"); err != nil {
-		c.errorf("daemon: %v", err)
-	} else if err := json.Unmarshal([]byte(s), &q); err != nil {
-		c.errorf("daemon get_queues: %v", err)
-	}
-	var qcli queuesOut
-	if s, err := con.get("queues-json"); err != nil {
-		c.errorf("%v", err)
-	} else if err := json.Unmarshal([]byte(s), &qcli); err != nil {
-		c.errorf("queues --json: %v", err)
-	}
+	var q, qcli queuesOut
+	c.getJSON(con, "call-queues", &q)
+	c.getJSON(con, "queues-json", &qcli)
 	stateText, err := con.get("state")
 	if err != nil {
 		c.errorf("%v", err)
@@ -447,6 +437,11 @@ func checkGuest(t *testing.T, g *guest, con *consoleOut) {
 	}
 	rows := checkTraffic(c, g, q, k, results, mq)
 	t.Logf("\n%s", formatTable(g, plan, first, mq, sq, rows))
+	if g.adaptive {
+		sum := checkAdaptive(c, con, mq)
+		t.Logf("\n%s adaptive (functional; emulated CPUs):\n  steady, flood into every rx queue: %s; nothing moved\n  hog on rx-1's CPU: %s\n  hog and flood gone: %s",
+			g.name, sum.steady, sum.away, sum.back)
+	}
 }
 
 // checkKernel compares every action of the plan with what the kernel

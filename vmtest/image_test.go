@@ -117,11 +117,12 @@ func (c *cache) deb(ctx context.Context, pkg, arch string) (string, error) {
 }
 
 // goBuild builds a package of this repository for the guest's architecture
-// as the Makefile builds router binaries (static, stripped, -tags router;
-// mips and mipsle without inlining) and returns the binary's path.
-func (c *cache) goBuild(ctx context.Context, g *guest, pkg, name string) (string, error) {
+// as the Makefile builds router binaries (static, stripped, with tags:
+// "router", or "router,tune" for the packet-steering-tune variant; mips
+// and mipsle without inlining) and returns the binary's path.
+func (c *cache) goBuild(ctx context.Context, g *guest, pkg, name, tags string) (string, error) {
 	out := filepath.Join(c.dir, "bin", g.goarch, name)
-	args := []string{"build", "-tags", "router", "-trimpath", "-ldflags", "-s -w -buildid=", "-o", out}
+	args := []string{"build", "-tags", tags, "-trimpath", "-ldflags", "-s -w -buildid=", "-o", out}
 	if g.goarch == "mips" || g.goarch == "mipsle" {
 		args = append(args, "-gcflags=all=-l")
 	}
@@ -274,11 +275,11 @@ func (c *cache) buildImage(ctx context.Context, g *guest, dir string) (image, er
 	if err != nil {
 		return image{}, err
 	}
-	router, err := c.goBuild(ctx, g, "./cmd/packet-steering", "packet-steering")
+	router, err := c.goBuild(ctx, g, "./cmd/packet-steering", "packet-steering", "router")
 	if err != nil {
 		return image{}, err
 	}
-	helper, err := c.goBuild(ctx, g, "./vmtest/vmguest", "vmguest")
+	helper, err := c.goBuild(ctx, g, "./vmtest/vmguest", "vmguest", "router")
 	if err != nil {
 		return image{}, err
 	}
@@ -288,6 +289,14 @@ func (c *cache) buildImage(ctx context.Context, g *guest, dir string) (image, er
 		"bin/busybox":              filepath.Join(bbtree, "bin", "busybox"),
 		"usr/sbin/packet-steering": router,
 		"usr/bin/vmguest":          helper,
+	}
+	if g.adaptive {
+		// The adaptive mode is in the packet-steering-tune variant only.
+		tune, err := c.goBuild(ctx, g, "./cmd/packet-steering", "packet-steering-tune", "router,tune")
+		if err != nil {
+			return image{}, err
+		}
+		files["usr/sbin/packet-steering-tune"] = tune
 	}
 	var names []string
 	for _, m := range mods {
@@ -299,8 +308,8 @@ func (c *cache) buildImage(ctx context.Context, g *guest, dir string) (image, er
 			return image{}, err
 		}
 	}
-	conf := fmt.Sprintf("VMT_MODULES=%q\nVMT_TRAFFIC=%d\nVMT_ECHO=%d\nVMT_COUNT=%d\nVMT_DEVICES=%d\n",
-		strings.Join(names, " "), boolInt(g.queues > 0), echoPort, g.count, g.nics())
+	conf := fmt.Sprintf("VMT_MODULES=%q\nVMT_TRAFFIC=%d\nVMT_ECHO=%d\nVMT_COUNT=%d\nVMT_DEVICES=%d\nVMT_ADAPTIVE=%d\nVMT_FLOOD=%d\n",
+		strings.Join(names, " "), boolInt(g.queues > 0), echoPort, g.count, g.nics(), boolInt(g.adaptive && g.queues > 0), floodPort)
 	if err := writeFile(filepath.Join(root, "etc", "vmtest.conf"), []byte(conf), 0o644); err != nil {
 		return image{}, err
 	}

@@ -16,7 +16,8 @@ mount -t tmpfs tmp /tmp
 # Kernel messages off the console: only the sections below go there.
 echo 1 >/proc/sys/kernel/printk
 
-# VMT_MODULES, VMT_TRAFFIC, VMT_ECHO, VMT_COUNT, VMT_DEVICES
+# VMT_MODULES, VMT_TRAFFIC, VMT_ECHO, VMT_COUNT, VMT_DEVICES, VMT_ADAPTIVE,
+# VMT_FLOOD
 # shellcheck source=/dev/null
 . /etc/vmtest.conf
 
@@ -155,17 +156,26 @@ section apply-again $ps_ apply --json --reason vmtest-again
 # rpcd's exec plugin and the daemon refuses to start, so the guest forces
 # the daemon (option daemon '1'): this is the daemon's test.
 printf "\nconfig globals 'globals'\n\toption daemon '1'\n" >/etc/config/packet_steering
-/usr/bin/vmguest broker "$sock" &
-broker=$!
-n=0
-while [ ! -S "$sock" ] && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
-$ps_ daemon --socket "$sock" 2>/tmp/daemon.log &
-daemon=$!
-n=0
-until $ps_ call --socket "$sock" --timeout 5 status >/dev/null 2>&1 || [ $n -ge 150 ]; do
-	sleep 0.2
-	n=$((n + 1))
-done
+# start_broker starts the ubus broker and waits for its socket.
+start_broker() {
+	/usr/bin/vmguest broker "$sock" &
+	broker=$!
+	n=0
+	while [ ! -S "$sock" ] && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+}
+# start_daemon BINARY LOG starts BINARY's daemon, its log appended to LOG,
+# and waits until it answers.
+start_daemon() {
+	$1 daemon --socket "$sock" 2>>"$2" &
+	daemon=$!
+	n=0
+	until $1 call --socket "$sock" --timeout 5 status >/dev/null 2>&1 || [ $n -ge 150 ]; do
+		sleep 0.2
+		n=$((n + 1))
+	done
+}
+start_broker
+start_daemon $ps_ /tmp/daemon.log
 section call-status $ps_ call --socket "$sock" --timeout 20 status
 section call-queues $ps_ call --socket "$sock" --timeout 20 get_queues
 section call-apply $ps_ call --socket "$sock" --timeout 20 apply '{"reason":"vmtest-daemon"}'
@@ -185,10 +195,11 @@ fi
 # each flow came from and sends the replies into the same queue pair, so
 # phase i loads rx-i and tx-i. The single-queue NIC gets one phase.
 ncpu=$(nproc)
-phase() {
-	ph=$1 dev=$2 txq=$3 dst=$4
+# xps_cpu DEV TXQ prints the first CPU whose XPS mask holds the tx queue
+# (the queue's number when none does).
+xps_cpu() {
 	mask=
-	read -r mask <"/sys/class/net/$dev/queues/$txq/xps_cpus" 2>/dev/null
+	read -r mask <"/sys/class/net/$1/queues/$2/xps_cpus" 2>/dev/null
 	mask=$(echo "$mask" | tr -d ,)
 	cpu=
 	c=0
@@ -199,8 +210,13 @@ phase() {
 		fi
 		c=$((c + 1))
 	done
-	[ -n "$cpu" ] || cpu=${txq#tx-}
+	[ -n "$cpu" ] || cpu=${2#tx-}
 	[ "$cpu" -lt "$ncpu" ] || cpu=0
+	echo "$cpu"
+}
+phase() {
+	ph=$1 dev=$2 txq=$3 dst=$4
+	cpu=$(xps_cpu "$dev" "$txq")
 	# One round first so the ARP entry and the tap's flow entry exist.
 	/usr/bin/vmguest load -cpu "$cpu" -dst "$dst" -count 16 >/dev/null 2>&1
 	section "$ph-before" counters
@@ -214,5 +230,75 @@ for q in /sys/class/net/"$MQ"/queues/tx-*; do
 done
 if [ -n "$SQ" ]; then
 	phase "load-$SQ-tx-0" "$SQ" tx-0 "198.18.1.1:$VMT_ECHO"
+fi
+
+# The adaptive mode, functionally (package-steering-tune's daemon): the
+# loop's options shortened through the `config adaptive` section; a flood
+# from the host side into every rx queue of the multi-queue NIC (steady,
+# balanced: nothing may move); then a process that fills the CPU serving
+# rx-1 (the loop must move rx-1's NAPI thread and IRQ away, announced as
+# packet_steering.applied with the reason); a daemon restart (the
+# deviation stays); then the process and the flood stop (rx-1 goes back).
+# await_events N SECS waits up to SECS seconds until N adaptive moves were
+# announced.
+await_events() {
+	want=$1 secs=$2
+	n=0
+	while [ "$(grep -c '"reason": *"adaptive: ' /tmp/events.log 2>/dev/null)" -lt "$want" ] && [ $n -lt "$secs" ]; do
+		sleep 1
+		n=$((n + 1))
+	done
+}
+adaptive_check() {
+	pst=/usr/sbin/packet-steering-tune
+	printf "config globals 'globals'\n\toption daemon '1'\n\toption mode 'adaptive'\n\n" >/etc/config/packet_steering
+	printf "config adaptive 'adaptive'\n\toption interval '1'\n\toption max_idle_interval '2'\n\toption dwell '6'\n\toption cool_intervals '2'\n\toption idle_pps '50'\n\toption busy_load '80'\n\toption busy_net_load '2'\n\toption min_queue_load '1'\n\toption margin '5'\n" >>/etc/config/packet_steering
+	start_broker
+	start_daemon $pst /tmp/adaptive.log
+	/usr/bin/vmguest events "$sock" 'packet_steering.*' >/tmp/events.log 2>/tmp/events.err &
+	events=$!
+	n=0
+	until grep -q listening /tmp/events.err 2>/dev/null || [ $n -ge 100 ]; do sleep 0.1; n=$((n + 1)); done
+	hogcpu=$(xps_cpu "$MQ" tx-1)
+	echo "=== INFO adaptive_queue=rx-1 adaptive_cpu=$hogcpu"
+	section adaptive-start $pst call --socket "$sock" --timeout 20 status
+	kas=
+	for q in /sys/class/net/"$MQ"/queues/tx-*; do
+		i=${q##*-}
+		/usr/bin/vmguest keepalive -cpu "$(xps_cpu "$MQ" "tx-$i")" -port $((VMT_FLOOD + i)) -dst "198.18.0.1:$((VMT_FLOOD + i))" &
+		kas="$kas $!"
+	done
+	sleep 1
+	echo "=== FLOOD start"
+	sleep 10
+	section adaptive-steady $pst call --socket "$sock" --timeout 20 status
+	/usr/bin/vmguest hog -cpu "$hogcpu" &
+	hog=$!
+	await_events 1 45
+	section adaptive-moved $pst call --socket "$sock" --timeout 20 status
+	section adaptive-moved-queues $pst call --socket "$sock" --timeout 20 get_queues "{\"device\":\"$MQ\"}"
+	section adaptive-moved-oneshot $pst status
+	kill "$daemon"
+	wait "$daemon"
+	start_daemon $pst /tmp/adaptive.log
+	sleep 3
+	section adaptive-restarted $pst call --socket "$sock" --timeout 20 status
+	kill "$hog"
+	wait "$hog"
+	await_events 2 20
+	echo "=== FLOOD stop"
+	await_events 2 30
+	section adaptive-back $pst call --socket "$sock" --timeout 20 status
+	section adaptive-back-queues $pst call --socket "$sock" --timeout 20 get_queues "{\"device\":\"$MQ\"}"
+	# shellcheck disable=SC2086
+	kill $kas "$events" "$daemon"
+	wait "$daemon"
+	kill "$broker"
+	wait "$broker"
+	section adaptive-events cat /tmp/events.log
+	section adaptive-log cat /tmp/adaptive.log
+}
+if [ "$VMT_ADAPTIVE" = 1 ]; then
+	adaptive_check
 fi
 finish

@@ -214,8 +214,8 @@ func TestCheckPhase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rxRight := &napiView{PID: 11, Thread: "napi/eth0-8194", CPUs: "1", WantCPUs: "1"}
-	txRight := &txView{Queue: "tx-1", NAPI: &napiView{PID: 20, Thread: "napi/eth0-0", CPUs: "2", WantCPUs: "2"}}
+	rxRight := &napiView{PID: 11, Thread: "napi/eth0-8194", placed: placed{CPUs: "1", WantCPUs: "1"}}
+	txRight := &txView{Queue: "tx-1", queueWork: queueWork{NAPI: &napiView{PID: 20, Thread: "napi/eth0-0", placed: placed{CPUs: "2", WantCPUs: "2"}}}}
 	tests := []struct {
 		name  string
 		napi  *napiView
@@ -224,12 +224,12 @@ func TestCheckPhase(t *testing.T) {
 		fails int
 	}{
 		{"all where planned", rxRight, "0", txRight, 0},
-		{"rx paired with a tx thread", &napiView{PID: 21, Thread: "napi/eth0-0", CPUs: "0-3"}, "0", txRight, 1},
-		{"rx planned elsewhere", &napiView{PID: 11, Thread: "napi/eth0-8194", CPUs: "0-3", WantCPUs: "3"}, "0", txRight, 2},
+		{"rx paired with a tx thread", &napiView{PID: 21, Thread: "napi/eth0-0", placed: placed{CPUs: "0-3"}}, "0", txRight, 1},
+		{"rx planned elsewhere", &napiView{PID: 11, Thread: "napi/eth0-8194", placed: placed{CPUs: "0-3", WantCPUs: "3"}}, "0", txRight, 2},
 		{"rps planned elsewhere", rxRight, "1", txRight, 1},
 		{"tx not paired", rxRight, "0", &txView{Queue: "tx-1"}, 1},
-		{"tx planned elsewhere", rxRight, "0", &txView{Queue: "tx-1", NAPI: &napiView{PID: 20, Thread: "napi/eth0-0", WantCPUs: "0"}}, 1},
-		{"tx paired with another thread", rxRight, "0", &txView{Queue: "tx-1", NAPI: &napiView{PID: 21, Thread: "napi/eth0-0", WantCPUs: "2"}}, 1},
+		{"tx planned elsewhere", rxRight, "0", &txView{Queue: "tx-1", queueWork: queueWork{NAPI: &napiView{PID: 20, Thread: "napi/eth0-0", placed: placed{WantCPUs: "0"}}}}, 1},
+		{"tx paired with another thread", rxRight, "0", &txView{Queue: "tx-1", queueWork: queueWork{NAPI: &napiView{PID: 21, Thread: "napi/eth0-0", placed: placed{WantCPUs: "2"}}}}, 1},
 	}
 	idle := r
 	idle.rxDeltaNS, idle.txDeltaNS = 0, 0

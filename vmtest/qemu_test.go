@@ -49,6 +49,10 @@ type guest struct {
 	timeout    time.Duration
 	// wantPolicy is the policy the plan must choose ("" any).
 	wantPolicy string
+	// adaptive: the guest also runs the adaptive mode's functional check
+	// (the packet-steering-tune variant's daemon, a CPU hog and traffic
+	// into one rx queue; init.sh adaptive_check).
+	adaptive bool
 }
 
 // nics is how many NICs the guest gets.
@@ -72,7 +76,8 @@ func guests() []*guest {
 			// the emulated CPUs are starved ("IO-APIC + timer doesn't work!").
 			cmdline: "no_timer_check",
 			modules: []string{"virtio_pci", "virtio_net"},
-			count:   1000, timeout: 6 * time.Minute,
+			count:   1000, timeout: 8 * time.Minute,
+			adaptive: true,
 		},
 		{
 			name: "arm64", debArch: "arm64", kernelMeta: "linux-image-arm64", goarch: "arm64",
@@ -158,6 +163,17 @@ func boot(ctx context.Context, t *testing.T, g *guest, img image, logPath string
 		t.Cleanup(func() { echo.Close() })
 		go serveEcho(echo)
 	}
+	var flood *flooder
+	if g.adaptive && g.queues > 0 {
+		flood = &flooder{ns: ns, flows: g.queues}
+		t.Cleanup(func() {
+			n, err := flood.close()
+			if err != nil {
+				t.Errorf("%s: host-side flood: %v", g.name, err)
+			}
+			t.Logf("%s: host-side flood sent %d datagrams", g.name, n)
+		})
+	}
 
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
@@ -199,8 +215,12 @@ func boot(ctx context.Context, t *testing.T, g *guest, img image, logPath string
 		sc := bufio.NewScanner(io.TeeReader(stdout, logf))
 		sc.Buffer(make([]byte, 1<<20), 4<<20)
 		for sc.Scan() {
+			line := strings.TrimRight(sc.Text(), "\r")
+			if flood != nil {
+				flood.line(line)
+			}
 			mu.Lock()
-			buf.WriteString(strings.TrimRight(sc.Text(), "\r"))
+			buf.WriteString(line)
 			buf.WriteByte('\n')
 			mu.Unlock()
 		}

@@ -8,6 +8,17 @@
 //	vmguest load -cpu N -dst ADDR:PORT -count N [-window W] [-size B] [-timeout D]
 //	    send UDP datagrams to an echo server from a thread pinned to CPU N
 //	    (so XPS picks that CPU's tx queue) and count the replies
+//	vmguest hog -cpu N
+//	    keep CPU N busy (a process pinned to it, spinning) until SIGTERM
+//	vmguest keepalive -cpu N -port P -dst ADDR:PORT [-every D]
+//	    from a thread pinned to CPU N, send one small datagram from UDP
+//	    port P to ADDR:PORT every D until SIGTERM, and never read: the
+//	    host's tap then sends that flow's datagrams (the host side's
+//	    flood) into the rx queue paired with the tx queue XPS picks for
+//	    CPU N, and the guest's kernel does all their receive work
+//	vmguest events SOCKET PATTERN
+//	    print each ubus event matching PATTERN as one line, "EVENT JSON",
+//	    until SIGTERM
 //
 // It is a test tool, not part of the router package.
 package main
@@ -22,9 +33,11 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
 	"golang.org/x/sys/unix"
 )
@@ -50,6 +63,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return broker(ctx, args[1])
 	case "load":
 		return load(ctx, args[1:], out)
+	case "hog":
+		return hog(ctx, args[1:])
+	case "keepalive":
+		return keepalive(ctx, args[1:])
+	case "events":
+		if len(args) != 3 {
+			return errors.New("usage: vmguest events SOCKET PATTERN")
+		}
+		return events(ctx, args[1], args[2], out)
 	}
 	return fmt.Errorf("unknown command %q", args[0])
 }
@@ -147,4 +169,108 @@ func load(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "sent %d received %d cpu %d\n", sent, received, cfg.cpu)
 	return nil
+}
+
+// hog keeps one CPU busy until ctx ends: a user process that leaves the
+// network work on that CPU less time.
+func hog(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("hog", flag.ContinueOnError)
+	cpu := fs.Int("cpu", 0, "CPU to keep busy")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *cpu < 0 || *cpu >= 1024 {
+		return fmt.Errorf("hog: bad -cpu %d", *cpu)
+	}
+	runtime.LockOSThread()
+	var set unix.CPUSet
+	set.Set(*cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("hog: pin to CPU %d: %w", *cpu, err)
+	}
+	for n := 0; ctx.Err() == nil; n++ {
+		// Spin; look at ctx now and then.
+		for i := 0; i < 1<<16; i++ {
+			n ^= i
+		}
+	}
+	return nil
+}
+
+// events prints the events matching pattern, one line each, until ctx
+// ends.
+func events(ctx context.Context, socket, pattern string, out io.Writer) error {
+	conn, err := ubus.Dial(ctx, socket)
+	if err != nil {
+		return fmt.Errorf("events: %w", err)
+	}
+	defer conn.Close()
+	var mu sync.Mutex
+	stop, err := conn.Listen(ctx, pattern, func(ev string, data []ubus.Attr) {
+		b, err := ubus.AttrsToJSON(data, "")
+		if err != nil {
+			b = []byte(fmt.Sprintf("%q", err.Error()))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(out, "%s %s\n", ev, b)
+	})
+	if err != nil {
+		return fmt.Errorf("events: %w", err)
+	}
+	// Tell the caller the listener is registered.
+	fmt.Fprintln(os.Stderr, "listening")
+	select {
+	case <-ctx.Done():
+	case <-conn.Done():
+	}
+	_ = stop()
+	return nil
+}
+
+// keepalive sends one byte from a fixed port every interval, from one CPU,
+// until ctx ends; what comes back is left unread.
+func keepalive(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("keepalive", flag.ContinueOnError)
+	cpu := fs.Int("cpu", 0, "CPU to send from")
+	port := fs.Int("port", 0, "local UDP port")
+	dst := fs.String("dst", "", "ADDR:PORT to send to")
+	every := fs.Duration("every", 500*time.Millisecond, "interval")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch {
+	case *cpu < 0 || *cpu >= 1024:
+		return fmt.Errorf("keepalive: bad -cpu %d", *cpu)
+	case *port < 1 || *port > 65535:
+		return fmt.Errorf("keepalive: bad -port %d", *port)
+	case *every < 10*time.Millisecond:
+		return fmt.Errorf("keepalive: -every %v is too short", *every)
+	}
+	raddr, err := net.ResolveUDPAddr("udp4", *dst)
+	if err != nil {
+		return fmt.Errorf("keepalive: -dst: %w", err)
+	}
+	runtime.LockOSThread()
+	var set unix.CPUSet
+	set.Set(*cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("keepalive: pin to CPU %d: %w", *cpu, err)
+	}
+	conn, err := net.DialUDP("udp4", &net.UDPAddr{Port: *port}, raddr)
+	if err != nil {
+		return fmt.Errorf("keepalive: %w", err)
+	}
+	defer conn.Close()
+	t := time.NewTicker(*every)
+	defer t.Stop()
+	for {
+		// A refused datagram (ICMP) is no reason to stop.
+		_, _ = conn.Write([]byte{1})
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }
