@@ -322,6 +322,7 @@ test('a knob changed behind the daemon\'s back is marked, and re-apply fixes it'
 	await dismissNotifications();
 	assert.match(await page.textContent('#ps-adaptive h3'), /Adaptive steering \(experimental\)/);
 	assert.match(await page.textContent('#ps-deviations'), /None/);
+	assert.match(await page.textContent('#ps-adaptive-options'), /Options: the defaults/);
 	assert.equal(await page.textContent('#ps-sync'), 'In sync');
 	await page.selectOption('#ps-mode-select', 'auto');
 	await page.getByRole('button', { name: 'Save & Apply' }).click();

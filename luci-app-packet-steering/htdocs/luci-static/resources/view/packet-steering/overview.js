@@ -548,6 +548,15 @@ return view.extend({
 				return _('CPU %d: net %d%%, busy %d%%').format(l.cpu, Math.round(l.net * 100), Math.round(l.busy * 100)) +
 					(l.saturated ? ' (' + _('saturated: %s').format(l.saturated) + ')' : '');
 			}).join(' \u00b7 ') ]));
+		// The loop's options: those set in the config adaptive section
+		// (edited in the file or with uci; no fields here).
+		var set = (ad.config || []).filter(function(o) { return o.source != 'default'; });
+		children.push(E('p', { 'class': 'ps-quiet', 'id': 'ps-adaptive-options' }, [ set.length
+			? _('Options set in /etc/config/packet_steering (config adaptive): %s; the others are the defaults.').format(
+				set.map(function(o) { return o.name + ' ' + o.value; }).join(', '))
+			: _('Options: the defaults (set them in a config adaptive section of /etc/config/packet_steering).') ]));
+		if (ad.state_file)
+			children.push(E('p', { 'class': 'ps-bad' }, [ _('State file: %s').format(ad.state_file) ]));
 		var devs = ad.deviations || [];
 		children.push(E('h4', {}, [ _('Deviations from the auto plan') ]));
 		if (!devs.length)
@@ -558,6 +567,10 @@ return view.extend({
 					E('b', {}, [ d.device + ' ' + d.queue ]), ' ',
 					_('%s on CPU %d instead of CPU %d since %s: %s').format(d.kind == 'rps' ? _('RPS') : _('NAPI thread'), d.cpu, d.auto_cpu, fmtTime(d.since), d.reason)
 				]);
+			})));
+		if ((ad.dropped || []).length)
+			children.push(E('ul', { 'id': 'ps-dropped' }, ad.dropped.map(function(d) {
+				return E('li', {}, [ _('Dropped %s %s (CPU %d): %s').format(d.device, d.queue, d.cpu, d.why) ]);
 			})));
 		var moves = (ad.moves || []).slice().reverse();
 		children.push(E('h4', {}, [ _('Recent moves') ]));
