@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
 	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 	"github.com/packet-steering/packet-steering/steering"
 )
@@ -50,5 +52,59 @@ func TestOneShotKnowsDeviations(t *testing.T) {
 	}
 	if res.Mode != steering.ModeAdaptive || len(res.Changed) != 0 {
 		t.Errorf("one-shot apply: mode %s changed %+v, want nothing changed", res.Mode, res.Changed)
+	}
+}
+
+// A daemon that starts in mode adaptive goes on with the deviations its
+// predecessor left in the state file: the start apply changes nothing
+// (no event with changes), status shows the deviation and the move.
+func TestDaemonKeepsDeviationsAcrossRestart(t *testing.T) {
+	ctx := context.Background()
+	root := fixturetest.Root(t, "ipq807x", nil)
+	before := steering.NewEngine(root)
+	if _, err := before.SetMode(ctx, steering.SetModeRequest{Mode: steering.ModeAdaptive, Persist: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := before.Adapt(ctx, []steering.Move{{Device: "eth0", Queue: "rx-2", Kind: steering.UnitNAPI, From: 2, To: 3, Home: 2,
+		Reason: "cpu2 saturated (dropped 5/s)"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, sock := ubustest.Start(t)
+	events := listenApplied(t, sock)
+	log := &lockedBuffer{}
+	dctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- serveDaemon(dctx, daemonConfig{socket: sock, engine: steering.NewEngine(root), log: newDaemonLogger(log, true),
+			connectWait: 2 * time.Second, drainWait: 5 * time.Second})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("daemon: %v", err)
+		}
+	}()
+	waitForObject(t, sock, 5*time.Second)
+	code, out, _ := callCmd(t, sock, "status")
+	if code != 0 {
+		t.Fatal(out)
+	}
+	st := decodeReply(t, out)
+	ad, _ := st["adaptive"].(map[string]any)
+	if st["in_sync"] != true || ad == nil || len(ad["deviations"].([]any)) != 1 || len(ad["moves"].([]any)) != 1 {
+		t.Fatalf("status after the restart: %s", out)
+	}
+	if d := ad["deviations"].([]any)[0].(map[string]any); d["queue"] != "rx-2" || d["cpu"] != float64(3) || d["auto_cpu"] != float64(2) {
+		t.Errorf("deviation %v", d)
+	}
+	// The start apply changed nothing: logged so, and not announced (an
+	// apply is announced only when it changed something).
+	if !strings.Contains(log.String(), "msg=applied reason=start mode=adaptive changed=0") {
+		t.Errorf("start apply:\n%s", log.String())
+	}
+	select {
+	case ev := <-events:
+		t.Errorf("event after the restart: %v", ev)
+	default:
 	}
 }
