@@ -232,7 +232,7 @@ if [ -n "$SQ" ]; then
 	phase "load-$SQ-tx-0" "$SQ" tx-0 "198.18.1.1:$VMT_ECHO"
 fi
 
-# The adaptive mode, functionally (package-steering-tune's daemon): the
+# The adaptive mode, functionally (packet-steering-tune's daemon): the
 # loop's options shortened through the `config adaptive` section; a flood
 # from the host side into every rx queue of the multi-queue NIC (steady,
 # balanced: nothing may move); then a process that fills the CPU serving
