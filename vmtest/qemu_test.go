@@ -85,7 +85,8 @@ func guests() []*guest {
 			machine: append([]string{"-M", "virt,gic-version=3", "-cpu", "cortex-a53", "-smp", "4", "-m", "512"}, tcg...),
 			console: "ttyAMA0", cpus: 4, queues: 4,
 			modules: []string{"virtio_pci", "virtio_net"},
-			count:   300, timeout: 6 * time.Minute,
+			count:   300, timeout: 8 * time.Minute,
+			adaptive: true,
 		},
 		{
 			name: "mipsel-malta", debArch: "mipsel", kernelMeta: "linux-image-4kc-malta", goarch: "mipsle", gomips: "softfloat",
