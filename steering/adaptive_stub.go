@@ -42,3 +42,19 @@ func (e *Engine) forgetAdaptive() {}
 func resolveAdaptiveConfig(*platform.Snapshot) AdaptiveSettings { return AdaptiveSettings{} }
 
 func adaptiveConfigErrors(*platform.Snapshot) []platform.Gap { return nil }
+
+// AdaptiveStatus is empty: Status.Adaptive is never set in this build.
+type AdaptiveStatus struct{}
+
+// adaptiveState is empty: this build keeps no adaptive state.
+type adaptiveState struct{}
+
+// Deviations returns none: no adaptive mode in this build.
+func (e *Engine) Deviations() []Deviation { return nil }
+
+// AdaptiveSettings returns the defaults: no adaptive mode in this build.
+func (e *Engine) AdaptiveSettings() AdaptiveSettings {
+	return AdaptiveSettings{Config: DefaultAdaptiveConfig()}
+}
+
+func (e *Engine) adaptiveStatus(*platform.Snapshot) *AdaptiveStatus { return nil }
