@@ -25,7 +25,8 @@ type machine struct {
 	// Adaptive, when set, measures the adaptive candidate: an engine of
 	// its own (with a private lock directory, as the sweep holds the
 	// apply locks) is put in adaptive mode, live only, and its loop runs
-	// with AdaptiveConfig until the next candidate or the restore.
+	// with AdaptiveConfig (zero: the config adaptive section of UCI, as
+	// the daemon would) until the next candidate or the restore.
 	Adaptive       *steering.Engine
 	AdaptiveConfig steering.AdaptiveConfig
 
@@ -267,7 +268,9 @@ func (e *machine) startAdaptive(ctx context.Context, c candidate) error {
 	}
 	cfg := e.AdaptiveConfig
 	if cfg == (steering.AdaptiveConfig{}) {
-		cfg = steering.DefaultAdaptiveConfig()
+		// As the daemon runs it: the config adaptive section of UCI,
+		// which the set_mode above resolved (defaults without one).
+		cfg = e.Adaptive.AdaptiveSettings().Config
 	}
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
