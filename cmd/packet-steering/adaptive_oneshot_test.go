@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
 	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
@@ -20,15 +19,8 @@ import (
 // shows the deviation, apply keeps the moved queue where it is.
 func TestOneShotKnowsDeviations(t *testing.T) {
 	ctx := context.Background()
-	root := fixturetest.Root(t, "ipq807x", nil)
-	daemonEngine := steering.NewEngine(root)
-	if _, err := daemonEngine.SetMode(ctx, steering.SetModeRequest{Mode: steering.ModeAdaptive, Persist: true}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := daemonEngine.Adapt(ctx, []steering.Move{{Device: "eth0", Queue: "rx-1", Kind: steering.UnitNAPI, From: 1, To: 0, Home: 1,
-		Reason: "cpu1 saturated (time_squeeze 50/s)"}}); err != nil {
-		t.Fatal(err)
-	}
+	root := movedRoot(t, steering.Move{Device: "eth0", Queue: "rx-1", Kind: steering.UnitNAPI, From: 1, To: 0, Home: 1,
+		Reason: "cpu1 saturated (time_squeeze 50/s)"})
 	cli := func(args ...string) string {
 		t.Helper()
 		var out, errb bytes.Buffer
@@ -59,32 +51,11 @@ func TestOneShotKnowsDeviations(t *testing.T) {
 // predecessor left in the state file: the start apply changes nothing
 // (no event with changes), status shows the deviation and the move.
 func TestDaemonKeepsDeviationsAcrossRestart(t *testing.T) {
-	ctx := context.Background()
-	root := fixturetest.Root(t, "ipq807x", nil)
-	before := steering.NewEngine(root)
-	if _, err := before.SetMode(ctx, steering.SetModeRequest{Mode: steering.ModeAdaptive, Persist: true}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := before.Adapt(ctx, []steering.Move{{Device: "eth0", Queue: "rx-2", Kind: steering.UnitNAPI, From: 2, To: 3, Home: 2,
-		Reason: "cpu2 saturated (dropped 5/s)"}}); err != nil {
-		t.Fatal(err)
-	}
+	root := movedRoot(t, steering.Move{Device: "eth0", Queue: "rx-2", Kind: steering.UnitNAPI, From: 2, To: 3, Home: 2,
+		Reason: "cpu2 saturated (dropped 5/s)"})
 	_, sock := ubustest.Start(t)
 	events := listenApplied(t, sock)
-	log := &lockedBuffer{}
-	dctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		done <- serveDaemon(dctx, daemonConfig{socket: sock, engine: steering.NewEngine(root), log: newDaemonLogger(log, true),
-			connectWait: 2 * time.Second, drainWait: 5 * time.Second})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-	}()
-	waitForObject(t, sock, 5*time.Second)
+	log := serveTestDaemon(t, sock, root, steering.AdaptiveConfig{})
 	code, out, _ := callCmd(t, sock, "status")
 	if code != 0 {
 		t.Fatal(out)
@@ -107,4 +78,21 @@ func TestDaemonKeepsDeviationsAcrossRestart(t *testing.T) {
 		t.Errorf("event after the restart: %v", ev)
 	default:
 	}
+}
+
+// movedRoot is an ipq807x fixture root in mode adaptive (persisted) where
+// an engine made the move, as a daemon's loop would have: the deviation
+// is in the state file.
+func movedRoot(t *testing.T, m steering.Move) string {
+	t.Helper()
+	ctx := context.Background()
+	root := fixturetest.Root(t, "ipq807x", nil)
+	e := steering.NewEngine(root)
+	if _, err := e.SetMode(ctx, steering.SetModeRequest{Mode: steering.ModeAdaptive, Persist: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Adapt(ctx, []steering.Move{m}); err != nil {
+		t.Fatal(err)
+	}
+	return root
 }

@@ -137,20 +137,7 @@ func TestDaemonAdaptiveLoop(t *testing.T) {
 
 	cfg := steering.DefaultAdaptiveConfig()
 	cfg.Interval, cfg.MaxIdleInterval, cfg.MinDwell = 100*time.Millisecond, 400*time.Millisecond, 2*time.Second
-	log := &lockedBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- serveDaemon(ctx, daemonConfig{socket: sock, engine: steering.NewEngine(root), log: newDaemonLogger(log, true),
-			connectWait: 2 * time.Second, drainWait: 5 * time.Second, adaptive: cfg})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-	}()
-	waitForObject(t, sock, 5*time.Second)
+	log := serveTestDaemon(t, sock, root, cfg)
 	waitEvent(t, events) // start
 
 	stopSim := make(chan struct{})
@@ -355,20 +342,7 @@ func TestDaemonAdaptiveOptionsReload(t *testing.T) {
 	}
 	write("\toption interval '0.3'\n\toption max_idle_interval '0.6'\n\toption dwell '7'\n")
 	_, sock := ubustest.Start(t)
-	log := &lockedBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- serveDaemon(ctx, daemonConfig{socket: sock, engine: steering.NewEngine(root), log: newDaemonLogger(log, true),
-			connectWait: 2 * time.Second, drainWait: 5 * time.Second})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-	}()
-	waitForObject(t, sock, 5*time.Second)
+	log := serveTestDaemon(t, sock, root, steering.AdaptiveConfig{})
 	// The start apply started the loop with the section's values.
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.Contains(log.String(), "adaptive loop started") && time.Now().Before(deadline) {
@@ -422,4 +396,26 @@ func TestDaemonAdaptiveOptionsReload(t *testing.T) {
 	if n := strings.Count(log.String(), "adaptive loop restarting"); n != 1 {
 		t.Errorf("%d restarts, want 1 (the unchanged reload restarts nothing):\n%s", n, log.String())
 	}
+}
+
+// serveTestDaemon serves a daemon for root on the broker at sock until the
+// test ends (its error, if any, fails the test) and returns its log, once
+// the object is registered. A zero acfg takes the loop's options from UCI.
+func serveTestDaemon(t *testing.T, sock, root string, acfg steering.AdaptiveConfig) *lockedBuffer {
+	t.Helper()
+	log := &lockedBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- serveDaemon(ctx, daemonConfig{socket: sock, engine: steering.NewEngine(root), log: newDaemonLogger(log, true),
+			connectWait: 2 * time.Second, drainWait: 5 * time.Second, adaptive: acfg})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("daemon: %v", err)
+		}
+	})
+	waitForObject(t, sock, 5*time.Second)
+	return log
 }
