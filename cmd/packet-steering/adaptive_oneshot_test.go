@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
 	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
@@ -56,6 +57,11 @@ func TestDaemonKeepsDeviationsAcrossRestart(t *testing.T) {
 	_, sock := ubustest.Start(t)
 	events := listenApplied(t, sock)
 	log := serveTestDaemon(t, sock, root, steering.AdaptiveConfig{})
+	// The object is served before the start apply ends: wait for its log.
+	const started = "msg=applied reason=start mode=adaptive"
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(log.String(), started) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	code, out, _ := callCmd(t, sock, "status")
 	if code != 0 {
 		t.Fatal(out)
@@ -70,7 +76,7 @@ func TestDaemonKeepsDeviationsAcrossRestart(t *testing.T) {
 	}
 	// The start apply changed nothing: logged so, and not announced (an
 	// apply is announced only when it changed something).
-	if !strings.Contains(log.String(), "msg=applied reason=start mode=adaptive changed=0") {
+	if !strings.Contains(log.String(), started+" changed=0") {
 		t.Errorf("start apply:\n%s", log.String())
 	}
 	select {
