@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -30,8 +32,20 @@ func TestOneShotKnowsDeviations(t *testing.T) {
 		}
 		return out.String()
 	}
+	// A bad option of the loop is a config error that names the default
+	// used; the rest of the config stands.
+	conf := filepath.Join(root, "etc/config/packet_steering")
+	b, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(conf, append(b, "\nconfig adaptive\n\toption dwell 'long'\n\toption interval '3'\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out := cli("status")
-	for _, want := range []string{"in sync", "eth0/rx-1 (napi) on cpu0, auto: cpu1", "recent moves:", "cpu1 saturated (time_squeeze 50/s)"} {
+	for _, want := range []string{"in sync", "eth0/rx-1 (napi) on cpu0, auto: cpu1", "recent moves:", "cpu1 saturated (time_squeeze 50/s)",
+		"config error: etc/config/packet_steering: packet_steering.adaptive.dwell: \"long\" is not 0 to 3600 seconds (e.g. 2, 0.5 or 500ms), using 20s\n",
+		"options (packet_steering.adaptive): interval 3s\n", "options (default): max_idle_interval 32s, dwell 20s,"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
