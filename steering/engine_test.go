@@ -35,7 +35,7 @@ func userNAPIStatus(t *testing.T, root string, spec fixture.Spec) map[int]string
 func TestApplyIdempotentOnPresets(t *testing.T) {
 	ctx := context.Background()
 	for _, name := range fixture.PresetNames() {
-		for _, mode := range Modes {
+		for _, mode := range BuiltModes() {
 			t.Run(name+"/"+string(mode), func(t *testing.T) {
 				spec, _ := fixture.Preset(name)
 				root := fixturetest.Root(t, name, nil)

@@ -303,7 +303,7 @@ func TestPresetPlans(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			s := presetSnapshot(t, name)
-			for _, mode := range Modes {
+			for _, mode := range BuiltModes() {
 				p, err := NewPlan(s, PlanRequest{Mode: mode})
 				if err != nil {
 					t.Fatalf("%s: %v", mode, err)
@@ -343,7 +343,7 @@ func TestPresetPlans(t *testing.T) {
 func TestPresetPlanIdempotent(t *testing.T) {
 	for _, name := range []string{"ipq807x", "mt7621", "x86-8", "server-48", "bcm53xx"} {
 		s := presetSnapshot(t, name)
-		for _, mode := range Modes {
+		for _, mode := range BuiltModes() {
 			p := plan(t, s, mode, 8)
 			applied := applyToSnapshot(s, p)
 			again := plan(t, applied, mode, 8)

@@ -36,7 +36,7 @@ func TestInputsDecideAsFullRead(t *testing.T) {
 			if reflect.DeepEqual(full, in) && hasDescriptive(full) {
 				t.Fatal("inputs-only read left nothing out")
 			}
-			for _, m := range Modes {
+			for _, m := range BuiltModes() {
 				for _, fl := range []*int{nil, &flows} {
 					pf, errF := NewPlan(full, PlanRequest{Mode: m, Flows: fl})
 					pi, errI := NewPlan(in, PlanRequest{Mode: m, Flows: fl})

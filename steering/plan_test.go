@@ -327,7 +327,7 @@ func TestLegacyBeyondBounds(t *testing.T) {
 
 func TestSingleCPUManagesNothing(t *testing.T) {
 	m := newMachine(1).target("bcm53xx/generic").eth("eth0", "sys/devices/platform/eth", "bgmac-bcma", 1, 1).bridge("br-lan")
-	for _, mode := range Modes {
+	for _, mode := range BuiltModes() {
 		p := plan(t, m.snap(), mode)
 		if len(p.Actions) != 0 {
 			t.Errorf("%s on 1 CPU: %v", mode, render(p.Actions))
@@ -437,7 +437,7 @@ func intp(n int) *int { return &n }
 // round trip of the snapshot (plan --snapshot FILE on another machine).
 func TestPlanDeterministic(t *testing.T) {
 	for name, m := range map[string]*machine{"mt7621": mt7621(), "x86": x86Eight(), "ipq807x": ipq807x(), "northstar": northstar()} {
-		for _, mode := range Modes {
+		for _, mode := range BuiltModes() {
 			a := plan(t, m.snap(), mode, 32)
 			raw, err := json.Marshal(m.snap())
 			if err != nil {
@@ -665,7 +665,7 @@ func FuzzNewPlan(f *testing.F) {
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return
 		}
-		for _, mode := range Modes {
+		for _, mode := range BuiltModes() {
 			p, err := NewPlan(&s, PlanRequest{Mode: mode})
 			if err != nil {
 				t.Fatalf("%s: %v", mode, err)

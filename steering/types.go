@@ -18,6 +18,18 @@ const (
 // Modes lists every mode in the order they are shown to users.
 var Modes = []Mode{ModeOff, ModeLegacy, ModeAll, ModeAuto, ModeCustom, ModeAdaptive}
 
+// BuiltModes returns the modes this build accepts, in the order of Modes:
+// all of them but adaptive in the plain router build (adaptive_stub.go).
+func BuiltModes() []Mode {
+	out := make([]Mode, 0, len(Modes))
+	for _, m := range Modes {
+		if m != ModeAdaptive || adaptiveBuilt {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // ActionKind is the kind of knob an Action sets; its string is the "kind"
 // field of plan, apply and set_mode replies.
 type ActionKind string

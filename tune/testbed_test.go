@@ -28,7 +28,8 @@ import (
 // namespace; tune runs in the router namespace (a re-executed test binary
 // under `ip netns exec`, so /sys shows the router), with root "/" and an
 // overlay on /etc, private to that process's mount namespace, so its UCI
-// config lives in a temp dir.
+// config lives in a temp dir (and tmpfs on /run/lock and
+// /var/run/packet-steering, see privateEtc).
 const (
 	tbRouterClient = "198.18.20.1"
 	tbClient       = "198.18.20.2"
@@ -188,6 +189,27 @@ func privateEtc(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = unix.Unmount("/run/lock", unix.MNT_DETACH) })
 	}
+	// The engine on "/" keeps its runtime files (apply state, the
+	// adaptive state) under /var/run/packet-steering: a tmpfs there, so
+	// that nothing of the bed's is left in the machine's own /var/run,
+	// also when the run is killed.
+	const runDir = "/var/run/packet-steering"
+	created := false
+	if _, err := os.Stat(runDir); os.IsNotExist(err) {
+		if err := os.MkdirAll(runDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		created = true
+	}
+	if err := unix.Mount("tmpfs", runDir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatalf("tmpfs on %s: %v", runDir, err)
+	}
+	t.Cleanup(func() {
+		_ = unix.Unmount(runDir, unix.MNT_DETACH)
+		if created {
+			_ = os.Remove(runDir)
+		}
+	})
 }
 
 // tbOptions are the options every test-bed sweep starts from: load to the
