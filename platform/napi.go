@@ -289,6 +289,12 @@ func (f *reader) readProcesses(ctx context.Context, g *gaps) ([]NAPIThread, []st
 		name := string(st.comm)
 		owner, id, _ := parseNAPIName(name)
 		t := NAPIThread{PID: pid, Name: name, Owner: owner, NAPIID: id}
+		if f.scope != nil {
+			// CPUs are read once the thread's device is known
+			// (readThreadCPUs).
+			threads = append(threads, t)
+			continue
+		}
 		if b, err = f.Attr(pfd, n, "status"); err == nil {
 			if t.CPUs, err = cpusAllowedList(b); err != nil {
 				err = &fs.PathError{Op: "parse", Path: procDir + "/" + n + "/status", Err: err}
@@ -305,6 +311,34 @@ func (f *reader) readProcesses(ctx context.Context, g *gaps) ([]NAPIThread, []st
 	sort.Slice(threads, func(a, b int) bool { return threads[a].PID < threads[b].PID })
 	sort.Strings(procs)
 	return threads, procs
+}
+
+// readThreadCPUs reads the CPUs of the threads tied to dev (a scoped
+// read: readProcesses left them out); a thread that exited meanwhile is
+// dropped, as readProcesses drops it.
+func (f *reader) readThreadCPUs(threads []NAPIThread, dev string, g *gaps) []NAPIThread {
+	out := threads[:0]
+	for _, t := range threads {
+		if t.Device != dev || dev == "" {
+			out = append(out, t)
+			continue
+		}
+		rel := procDir + "/" + itoa(t.PID) + "/status"
+		b, err := f.Attr(f.dir, rel)
+		if err == nil {
+			if t.CPUs, err = cpusAllowedList(b); err != nil {
+				err = &fs.PathError{Op: "parse", Path: rel, Err: err}
+			}
+		}
+		if err != nil {
+			if vanished(err) {
+				continue
+			}
+			g.add(rel, err)
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 // statComm returns the comm field of proc/PID/stat's bytes (between the

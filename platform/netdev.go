@@ -33,6 +33,7 @@ type deviceWork struct {
 	devs   []Device
 	hasBus []bool
 	gaps   []gaps // per device, so that they keep the listing's order
+	read   []bool // already read (a scoped read's own device)
 }
 
 // listDevices lists sys/class/net; nil when it cannot be listed (recorded
@@ -48,7 +49,32 @@ func (f *reader) listDevices(g *gaps) *deviceWork {
 		devs:   make([]Device, len(names)),
 		hasBus: make([]bool, len(names)),
 		gaps:   make([]gaps, len(names)),
+		read:   make([]bool, len(names)),
 	}
+}
+
+// scopeDevices reads the scope's own netdev and then keeps in w only it
+// when scope.Others says the decision does not depend on the others.
+// scope.Others sees the netdev as read, before its Kind is decided (nil
+// when there is no such netdev).
+func (f *reader) scopeDevices(w *deviceWork, scope *DeviceScope, cfg *Config) *deviceWork {
+	if w == nil {
+		return nil
+	}
+	i := sort.SearchStrings(w.names, scope.Device)
+	var dev *Device
+	if i < len(w.names) && w.names[i] == scope.Device {
+		w.devs[i], w.hasBus[i] = f.readDevice(w.names[i], &w.gaps[i], false)
+		w.read[i] = true
+		dev = &w.devs[i]
+	}
+	if scope.Others == nil || scope.Others(cfg, dev) {
+		return w
+	}
+	if dev == nil {
+		return &deviceWork{}
+	}
+	return &deviceWork{names: w.names[i : i+1], devs: w.devs[i : i+1], hasBus: w.hasBus[i : i+1], gaps: w.gaps[i : i+1], read: w.read[i : i+1]}
 }
 
 // finish classifies the netdevs once all are read and appends their gaps
@@ -65,8 +91,9 @@ func (w *deviceWork) finish(g *gaps) []Device {
 const kindPending = ""
 
 // readDevice reads one netdev; the bool says whether it has a `device` link
-// (even one that does not resolve).
-func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
+// (even one that does not resolve). With shape, only what another netdev's
+// decision uses (see Reader.ReadDevice): no knob values, no Threaded.
+func (f *reader) readDevice(name string, g *gaps, shape bool) (Device, bool) {
 	dir := classNetDir + "/" + name
 	d := Device{Name: name, RxQueues: []RxQueue{}, TxQueues: []TxQueue{}}
 	// Files are read below the device directory held open, so the
@@ -86,7 +113,9 @@ func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
 			g.add(dir+"/operstate", err)
 		}
 	}
-	if b, err := f.Attr(dev, "threaded"); err == nil {
+	if shape {
+		// not used by another netdev's decision
+	} else if b, err := f.Attr(dev, "threaded"); err == nil {
 		// "0"/"1"; newer kernels may print other non-zero modes.
 		s := trimNewlines(b)
 		d.Threaded = len(s) != 0 && string(s) != "0" && string(s) != "disabled"
@@ -184,7 +213,7 @@ func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
 		}
 	}
 	if hasQueues {
-		d.RxQueues, d.TxQueues = f.readQueues(dev, dir+"/queues", g)
+		d.RxQueues, d.TxQueues = f.readQueues(dev, dir+"/queues", g, shape)
 	} else {
 		g.add(dir+"/queues", fs.ErrNotExist)
 	}
@@ -192,8 +221,9 @@ func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
 }
 
 // readQueues reads queues/rx-N and tx-N below the device directory dev,
-// ordered by N; gaps are named below dir.
-func (f *reader) readQueues(dev kfs.Dir, dir string, g *gaps) ([]RxQueue, []TxQueue) {
+// ordered by N; gaps are named below dir. With namesOnly, the queues'
+// files are not read.
+func (f *reader) readQueues(dev kfs.Dir, dir string, g *gaps, namesOnly bool) ([]RxQueue, []TxQueue) {
 	qfd, err := f.Sub(dev, "queues")
 	if err != nil {
 		g.add(dir, err)
@@ -213,7 +243,11 @@ func (f *reader) readQueues(dev kfs.Dir, dir string, g *gaps) ([]RxQueue, []TxQu
 	}
 	rx, tx := make([]RxQueue, 0, nrx), make([]TxQueue, 0, len(names)-nrx)
 	for _, n := range names {
-		if i, ok := queueIndex(n, "rx-"); ok {
+		if i, ok := queueIndex(n, "rx-"); ok && namesOnly {
+			rx = append(rx, RxQueue{Index: i, Name: n})
+		} else if i, ok := queueIndex(n, "tx-"); ok && namesOnly {
+			tx = append(tx, TxQueue{Index: i, Name: n})
+		} else if i, ok := queueIndex(n, "rx-"); ok {
 			q := RxQueue{Index: i, Name: n}
 			var err error
 			if q.RPSCPUs, err = f.str(qfd, n, "rps_cpus"); err != nil {

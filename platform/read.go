@@ -59,6 +59,51 @@ func (f FS) readWith(ctx context.Context, memo *configMemo, level readLevel, poo
 	return r.read(ctx)
 }
 
+// DeviceScope narrows a decision read to what the decision for one netdev
+// needs (Reader.ReadDevice).
+type DeviceScope struct {
+	// Device is the netdev the decision is for.
+	Device string
+	// Others reports, given the configuration and Device as read, whether
+	// that decision depends on the other netdevs at all; nil: it does.
+	Others func(cfg *Config, dev *Device) bool
+}
+
+// ReadDevice is ReadDecision for the decision of one netdev (a hotplug
+// apply of it). Device, its NAPI threads and its IRQs are read in full;
+// the rest of the machine only as far as a decision uses it:
+//
+//   - the other netdevs in shape only: their links, kind, phy, driver, DSA
+//     tagging and queue names, not their knobs (RPSCPUs, RPSFlowCnt,
+//     XPSCPUs and Threaded stay zero); none at all when scope.Others says
+//     the decision does not depend on them;
+//   - the CPUs of the NAPI threads tied to Device only, the affinity of the
+//     IRQs tied to Device only (the others' stay "");
+//   - not the RFS sysctl, which no device's apply writes
+//     (RPSSockFlowEntries -1).
+//
+// A Device that does not exist is no error: the snapshot has no such
+// netdev (and reads the others as scope.Others says for a zero Device).
+func (r *Reader) ReadDevice(ctx context.Context, root string, scope DeviceScope) (*Snapshot, error) {
+	f, err := NewFS(root)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("platform: read %s: %w", f.root, err)
+	}
+	rd, err := f.newReader(r.count)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.close()
+	rd.memo = &r.memo
+	rd.inputsOnly, rd.decisionOnly = true, true
+	rd.pool = &r.scratch
+	rd.scope = &scope
+	return rd.read(ctx)
+}
+
 // Reader reads machines like Read, and keeps what makes repeated reads
 // cheaper without making them less true: the parse of each UCI config file,
 // reused only while the file holds exactly the same bytes (every file is
@@ -135,6 +180,7 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 	}
 	var cpuGaps, devGaps, procGaps, irqGaps, netGaps, idGaps, cfgGaps gaps
 	work := f.listDevices(&devGaps)
+	scope := f.scope
 	tasks := []func(r *reader){
 		func(r *reader) { s.NAPIThreads, s.Processes = r.readProcesses(ctx, &procGaps) },
 		func(r *reader) { s.CPUs = r.readCPUs(&cpuGaps) },
@@ -145,15 +191,30 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 			} else {
 				s.Softnet = r.readSoftnet(&netGaps)
 			}
-			s.RPSSockFlowEntries = r.readRPSSockFlowEntries(&netGaps)
+			if scope != nil {
+				s.RPSSockFlowEntries = -1
+			} else {
+				s.RPSSockFlowEntries = r.readRPSSockFlowEntries(&netGaps)
+			}
 		},
 		func(r *reader) { s.Identity = r.readIdentity(&idGaps) },
-		func(r *reader) { s.Config = r.readConfig(&cfgGaps) },
+	}
+	if scope == nil {
+		tasks = append(tasks, func(r *reader) { s.Config = r.readConfig(&cfgGaps) })
+	} else {
+		// Whether the other netdevs are read depends on the config and
+		// the device: both first.
+		s.Config = f.readConfig(&cfgGaps)
+		work = f.scopeDevices(work, scope, &s.Config)
 	}
 	if work != nil {
 		for i := range work.names {
+			if work.read[i] {
+				continue
+			}
+			shape := scope != nil && work.names[i] != scope.Device
 			tasks = append(tasks, func(r *reader) {
-				work.devs[i], work.hasBus[i] = r.readDevice(work.names[i], &work.gaps[i])
+				work.devs[i], work.hasBus[i] = r.readDevice(work.names[i], &work.gaps[i], shape)
 			})
 		}
 	}
@@ -186,6 +247,10 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 	}
 	tieThreads(s.NAPIThreads, s.Devices)
 	tieIRQs(s.IRQs, s.Devices)
+	if scope != nil {
+		s.NAPIThreads = f.readThreadCPUs(s.NAPIThreads, scope.Device, &procGaps)
+		f.readIRQAffinities(s.IRQs, scope.Device, &irqGaps)
+	}
 	classifyThreads(s.NAPIThreads, s.Devices, s.IRQs)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("platform: read %s: %w", f.root, err)

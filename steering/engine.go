@@ -206,6 +206,9 @@ type Engine struct {
 	// readDecision reads what an apply decides with (see
 	// platform.Reader.ReadDecision); WithReader sets it too.
 	readDecision func(ctx context.Context, root string) (*platform.Snapshot, error)
+	// readDevice reads what the decision for one netdev needs (see
+	// platform.Reader.ReadDevice); nil (WithReader): readDecision.
+	readDevice func(ctx context.Context, root string, scope platform.DeviceScope) (*platform.Snapshot, error)
 
 	// sem serialises applies and mode changes in this process; a channel
 	// so that waiting honours ctx.
@@ -267,14 +270,16 @@ func WithLockWait(d time.Duration) Option { return func(e *Engine) { e.lockWait 
 // WithReader replaces the machine reader, by default a platform.Reader of
 // the engine's own (tests use it to hand in a snapshot).
 func WithReader(read func(ctx context.Context, root string) (*platform.Snapshot, error)) Option {
-	return func(e *Engine) { e.read, e.readInputs, e.readDecision = read, read, read }
+	return func(e *Engine) { e.read, e.readInputs, e.readDecision, e.readDevice = read, read, read, nil }
 }
 
 // WithPlatformReader makes the engine read the machine through pr (a
 // counting reader, in tests that measure what an apply reads), each kind
 // of read with its own method as with the default reader.
 func WithPlatformReader(pr *platform.Reader) Option {
-	return func(e *Engine) { e.read, e.readInputs, e.readDecision = pr.Read, pr.ReadInputs, pr.ReadDecision }
+	return func(e *Engine) {
+		e.read, e.readInputs, e.readDecision, e.readDevice = pr.Read, pr.ReadInputs, pr.ReadDecision, pr.ReadDevice
+	}
 }
 
 // NewEngine returns an engine for the machine below root ("/" on a router).
@@ -291,6 +296,7 @@ func NewEngine(root string, opts ...Option) *Engine {
 		read:         pr.Read,
 		readInputs:   pr.ReadInputs,
 		readDecision: pr.ReadDecision,
+		readDevice:   pr.ReadDevice,
 		sem:          make(chan struct{}, 1),
 	}
 	for _, o := range opts {
@@ -333,6 +339,52 @@ func (e *Engine) decisionState(ctx context.Context) (*platform.Snapshot, Setting
 		return nil, Settings{}, fmt.Errorf("read %s: %w", e.root, err)
 	}
 	return e.settle(snap)
+}
+
+// deviceState is decisionState for the apply of one netdev: it reads the
+// rest of the machine only as far as the decision for dev depends on it
+// (platform.Reader.ReadDevice, othersMatter).
+func (e *Engine) deviceState(ctx context.Context, dev string) (*platform.Snapshot, Settings, error) {
+	if e.readDevice == nil {
+		return e.decisionState(ctx)
+	}
+	snap, err := e.readDevice(ctx, e.root, platform.DeviceScope{Device: dev, Others: e.othersMatter})
+	if err != nil {
+		return nil, Settings{}, fmt.Errorf("read %s: %w", e.root, err)
+	}
+	return e.settle(snap)
+}
+
+// othersMatter reports whether the decision for the netdev dev, with the
+// configuration cfg, depends on the other netdevs. It does in every mode
+// but off: the stock rule's CPU loads (legacy, all, auto and what builds
+// on it) add up over the devices assigned before it, and IRQs are tied to
+// netdevs by comparing them all. Mode off gives every queue and thread
+// of dev the same value whatever else exists; only the shared mtk_eth
+// NAPI threads belong to the first mtk_soc_eth netdev of several, so for
+// that driver the others are read in off too.
+func (e *Engine) othersMatter(cfg *platform.Config, dev *platform.Device) bool {
+	if dev == nil {
+		return false // no such netdev: the apply is refused
+	}
+	return e.modeFor(cfg) != ModeOff || dev.Driver == mtkSocEth
+}
+
+// modeFor is the mode settle resolves for a snapshot with the
+// configuration cfg.
+func (e *Engine) modeFor(cfg *platform.Config) Mode {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.loadStateLocked()
+	if e.live != nil {
+		return e.live.Mode
+	}
+	c := *cfg
+	if len(c.Errors) > 0 && e.lastGood != nil {
+		c = *e.lastGood
+	}
+	s, _ := ResolveSettings(&platform.Snapshot{Config: c})
+	return s.Mode
 }
 
 // state reads the machine's inputs and resolves the effective settings.
@@ -524,28 +576,9 @@ func (e *Engine) Apply(ctx context.Context, req ApplyRequest) (*Result, error) {
 // it reads the machine and the settings; otherwise it plans snap with eff.
 func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platform.Snapshot, eff Settings) (*Result, error) {
 	start := time.Now()
-	if snap == nil {
-		var err error
-		if snap, eff, err = e.decisionState(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if req.Device != "" && snapDevice(snap, req.Device) == nil {
-		return nil, fmt.Errorf("no device %q: %w", req.Device, ErrInvalid)
-	}
-	p, err := e.plan(snap, eff)
+	snap, p, actions, err := e.planApply(ctx, req, snap, eff)
 	if err != nil {
 		return nil, err
-	}
-	actions := p.Actions
-	if req.Device != "" {
-		actions = nil
-		pair := PairQueues(snap)
-		for _, a := range p.Actions {
-			if pair.ActionDevice(a) == req.Device {
-				actions = append(actions, a)
-			}
-		}
 	}
 	reason := req.Reason
 	if reason == "" {
@@ -580,6 +613,41 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 		e.mu.Unlock()
 	}
 	return res, nil
+}
+
+// planApply is the decision of an apply: the snapshot it reads (with snap
+// nil: the machine, for req.Device only what that device's decision needs),
+// its plan, and the actions it writes (for req.Device, that device's).
+func (e *Engine) planApply(ctx context.Context, req ApplyRequest, snap *platform.Snapshot, eff Settings) (*platform.Snapshot, *Plan, []Action, error) {
+	if snap == nil {
+		var err error
+		if req.Device != "" {
+			snap, eff, err = e.deviceState(ctx, req.Device)
+		} else {
+			snap, eff, err = e.decisionState(ctx)
+		}
+		if err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if req.Device != "" && snapDevice(snap, req.Device) == nil {
+		return nil, nil, nil, fmt.Errorf("no device %q: %w", req.Device, ErrInvalid)
+	}
+	p, err := e.plan(snap, eff)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	actions := p.Actions
+	if req.Device != "" {
+		actions = nil
+		pair := PairQueues(snap)
+		for _, a := range p.Actions {
+			if pair.ActionDevice(a) == req.Device {
+				actions = append(actions, a)
+			}
+		}
+	}
+	return snap, p, actions, nil
 }
 
 func snapDevice(snap *platform.Snapshot, name string) *platform.Device {
