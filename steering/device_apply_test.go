@@ -180,32 +180,7 @@ func TestDeviceApplyReadsLess(t *testing.T) {
 // others (the decision depends on them); and dev's knobs only.
 func deviceApplyFloor(t *testing.T, root string, snap *platform.Snapshot, p *Plan, dev string, others bool) (int, map[string]int) {
 	t.Helper()
-	_, parts := applyFloor(t, root, snap, p)
-	parts["devices"] = floorDir
-	for _, d := range snap.Devices {
-		if d.Name != dev && !others {
-			continue
-		}
-		parts["devices"] += floorDir
-		if len(d.RxQueues)+len(d.TxQueues) > 0 {
-			parts["devices"] += floorDir
-		}
-		if d.Driver != "" {
-			parts["devices"] += floorLink
-		}
-	}
-	parts["knobs"] = 0
-	pair := PairQueues(snap)
-	for _, a := range p.Actions {
-		if a.Kind != KindNAPIAffinity && pair.ActionDevice(a) == dev {
-			parts["knobs"] += floorFile
-		}
-	}
-	total := 0
-	for _, n := range parts {
-		total += n
-	}
-	return total, parts
+	return floorCost(floorReads(t, root, snap, p, dev, others))
 }
 
 // TestDeviceApplyNearFloor counts the file system calls of an in-sync
