@@ -584,12 +584,16 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 	if reason == "" {
 		reason = "manual"
 	}
+	var w Writer = e.writer
+	var marking *markingWriter
+	found := false
 	if !req.DryRun {
-		e.beginApply(reason)
+		marking, found = e.beginApply(reason)
+		w = marking
 	}
 	// The snapshot was read under the lock this apply holds: the plan's
 	// current values are the live ones, so knobs are not read again.
-	res := applyPlan(ctx, e.writer, snap, actions, req.DryRun, true)
+	res := applyPlan(ctx, w, snap, actions, req.DryRun, true)
 	res.Mode = p.Mode
 	if !req.DryRun {
 		// The adaptive state follows the mode: kept (and the loop's
@@ -598,7 +602,7 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 	}
 	res.DurationUS = time.Since(start).Microseconds()
 	if !req.DryRun {
-		e.endApply()
+		e.endApply(marking, found)
 		e.mu.Lock()
 		e.dropView()
 		e.lastApply = &ApplyRecord{
