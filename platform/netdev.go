@@ -113,8 +113,8 @@ func (f *reader) readDevice(name string, g *gaps, shape bool) (Device, bool) {
 			g.add(dir+"/operstate", err)
 		}
 	}
-	if shape {
-		// not used by another netdev's decision
+	if shape || f.inputsOnly {
+		// no input of a decision: the NAPI threads themselves are
 	} else if b, err := f.Attr(dev, "threaded"); err == nil {
 		// "0"/"1"; newer kernels may print other non-zero modes.
 		s := trimNewlines(b)

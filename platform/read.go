@@ -74,9 +74,9 @@ type DeviceScope struct {
 // the rest of the machine only as far as a decision uses it:
 //
 //   - the other netdevs in shape only: their links, kind, phy, driver, DSA
-//     tagging and queue names, not their knobs (RPSCPUs, RPSFlowCnt,
-//     XPSCPUs and Threaded stay zero); none at all when scope.Others says
-//     the decision does not depend on them;
+//     tagging and queue names, not their knobs (RPSCPUs, RPSFlowCnt and
+//     XPSCPUs stay zero); none at all when scope.Others says the decision
+//     does not depend on them;
 //   - the CPUs of the NAPI threads tied to Device only, the affinity of the
 //     IRQs tied to Device only (the others' stay "");
 //   - not the RFS sysctl, which no device's apply writes
@@ -133,8 +133,8 @@ func (r *Reader) Read(ctx context.Context, root string) (*Snapshot, error) {
 
 // ReadInputs is Read without the fields that only describe the machine and
 // are no input of a steering decision: Device.Ifindex, OperState, Master,
-// BridgePorts and TxQueue.XPSRxQs stay zero (and unread, so they are never
-// gaps). Every other field, live values included, is read as by Read. A
+// BridgePorts, Threaded and TxQueue.XPSRxQs stay zero (and unread, so they
+// are never gaps). Every other field, live values included, is read as by Read. A
 // status call that only needs the plan and the live knobs reads a fifth
 // fewer files.
 func (r *Reader) ReadInputs(ctx context.Context, root string) (*Snapshot, error) {

@@ -134,7 +134,7 @@ func TestReadInputs(t *testing.T) {
 			want := readRoot(t, root)
 			for i := range want.Devices {
 				d := &want.Devices[i]
-				d.Ifindex, d.OperState, d.Master, d.BridgePorts = 0, "", "", nil
+				d.Ifindex, d.OperState, d.Master, d.BridgePorts, d.Threaded = 0, "", "", nil, false
 				for j := range d.TxQueues {
 					d.TxQueues[j].XPSRxQs = ""
 				}
