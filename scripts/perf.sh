@@ -26,8 +26,14 @@ stats() {
 		m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
 		printf "%.0f (%.0f-%.0f)", m, v[1], v[NR] }'
 }
-# bench OUT NAME: the ns/op of the benchmark NAME in OUT, one a line.
-bench() { awk -v n="$2" '$1 ~ "^Benchmark" n "(-[0-9]+)?$" { print $3 }' "$1"; }
+# bench OUT NAME [UNIT]: the values of UNIT (default ns/op) of the
+# benchmark NAME in OUT, one a line.
+bench() {
+	awk -v n="$2" -v u="${3:-ns/op}" '$1 ~ "^Benchmark" n "(-[0-9]+)?$" {
+		for (i = 3; i <= NF; i++) if ($i == u) print $(i - 1) }' "$1"
+}
+# median: the median of the numbers on stdin.
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
@@ -42,11 +48,13 @@ load
 go test ./steering -count="$count" -run '^$' -bench ApplyFloor >"$dir/bench.txt" 2>&1 ||
 	{ cat "$dir/bench.txt"; exit 1; }
 for what in "" -device-eth0; do
-	f=$(bench "$dir/bench.txt" "ApplyFloor/floor$what" | stats)
-	a=$(bench "$dir/bench.txt" "ApplyFloor/apply$what" | stats)
-	fm=$(bench "$dir/bench.txt" "ApplyFloor/floor$what" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
-	am=$(bench "$dir/bench.txt" "ApplyFloor/apply$what" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
-	echo "  apply$what: $a ns, floor's reads alone $f ns: $(awk -v a="$am" -v f="$fm" 'BEGIN { printf "%.2f", a / f }')x (medians)"
+	for unit in ns/op cpu-ns/op; do
+		f=$(bench "$dir/bench.txt" "ApplyFloor/floor$what" "$unit" | stats)
+		a=$(bench "$dir/bench.txt" "ApplyFloor/apply$what" "$unit" | stats)
+		fm=$(bench "$dir/bench.txt" "ApplyFloor/floor$what" "$unit" | median)
+		am=$(bench "$dir/bench.txt" "ApplyFloor/apply$what" "$unit" | median)
+		echo "  apply$what, $unit: $a, the floor's reads alone $f: $(awk -v a="$am" -v f="$fm" 'BEGIN { printf "%.2f", a / f }')x (medians, min-max)"
+	done
 done
 load
 
