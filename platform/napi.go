@@ -289,22 +289,13 @@ func (f *reader) readProcesses(ctx context.Context, g *gaps) ([]NAPIThread, []st
 		name := string(st.comm)
 		owner, id, _ := parseNAPIName(name)
 		t := NAPIThread{PID: pid, Name: name, Owner: owner, NAPIID: id}
-		if f.scope != nil {
-			// CPUs are read once the thread's device is known
-			// (readThreadCPUs).
-			threads = append(threads, t)
-			continue
-		}
-		if b, err = f.Attr(pfd, n, "status"); err == nil {
-			if t.CPUs, err = cpusAllowedList(b); err != nil {
-				err = &fs.PathError{Op: "parse", Path: procDir + "/" + n + "/status", Err: err}
-			}
-		}
-		if err != nil {
-			if vanished(err) {
+		// In a scoped read, CPUs are read once the thread's device is
+		// known (readThreadCPUs).
+		if f.scope == nil {
+			var ok bool
+			if t.CPUs, ok = f.threadCPUs(n, g); !ok {
 				continue
 			}
-			g.add(procDir+"/"+n+"/status", err)
 		}
 		threads = append(threads, t)
 	}
@@ -313,28 +304,37 @@ func (f *reader) readProcesses(ctx context.Context, g *gaps) ([]NAPIThread, []st
 	return threads, procs
 }
 
+// threadCPUs reads the Cpus_allowed_list of process pid; false when the
+// process exited (not a gap).
+func (f *reader) threadCPUs(pid string, g *gaps) (string, bool) {
+	rel := procDir + "/" + pid + "/status"
+	b, err := f.Attr(f.dir, rel)
+	cpus := ""
+	if err == nil {
+		if cpus, err = cpusAllowedList(b); err != nil {
+			err = &fs.PathError{Op: "parse", Path: rel, Err: err}
+		}
+	}
+	if err != nil {
+		if vanished(err) {
+			return "", false
+		}
+		g.add(rel, err)
+	}
+	return cpus, true
+}
+
 // readThreadCPUs reads the CPUs of the threads tied to dev (a scoped
 // read: readProcesses left them out); a thread that exited meanwhile is
 // dropped, as readProcesses drops it.
 func (f *reader) readThreadCPUs(threads []NAPIThread, dev string, g *gaps) []NAPIThread {
 	out := threads[:0]
 	for _, t := range threads {
-		if t.Device != dev || dev == "" {
-			out = append(out, t)
-			continue
-		}
-		rel := procDir + "/" + itoa(t.PID) + "/status"
-		b, err := f.Attr(f.dir, rel)
-		if err == nil {
-			if t.CPUs, err = cpusAllowedList(b); err != nil {
-				err = &fs.PathError{Op: "parse", Path: rel, Err: err}
-			}
-		}
-		if err != nil {
-			if vanished(err) {
+		if t.Device == dev && dev != "" {
+			var ok bool
+			if t.CPUs, ok = f.threadCPUs(itoa(t.PID), g); !ok {
 				continue
 			}
-			g.add(rel, err)
 		}
 		out = append(out, t)
 	}

@@ -71,10 +71,12 @@ func (f *reader) scopeDevices(w *deviceWork, scope *DeviceScope, cfg *Config) *d
 	if scope.Others == nil || scope.Others(cfg, dev) {
 		return w
 	}
-	if dev == nil {
-		return &deviceWork{}
+	j := i
+	if dev != nil {
+		j++
 	}
-	return &deviceWork{names: w.names[i : i+1], devs: w.devs[i : i+1], hasBus: w.hasBus[i : i+1], gaps: w.gaps[i : i+1], read: w.read[i : i+1]}
+	w.names, w.devs, w.hasBus, w.gaps, w.read = w.names[i:j], w.devs[i:j], w.hasBus[i:j], w.gaps[i:j], w.read[i:j]
+	return w
 }
 
 // finish classifies the netdevs once all are read and appends their gaps
@@ -243,24 +245,24 @@ func (f *reader) readQueues(dev kfs.Dir, dir string, g *gaps, namesOnly bool) ([
 	}
 	rx, tx := make([]RxQueue, 0, nrx), make([]TxQueue, 0, len(names)-nrx)
 	for _, n := range names {
-		if i, ok := queueIndex(n, "rx-"); ok && namesOnly {
-			rx = append(rx, RxQueue{Index: i, Name: n})
-		} else if i, ok := queueIndex(n, "tx-"); ok && namesOnly {
-			tx = append(tx, TxQueue{Index: i, Name: n})
-		} else if i, ok := queueIndex(n, "rx-"); ok {
+		if i, ok := queueIndex(n, "rx-"); ok {
 			q := RxQueue{Index: i, Name: n}
 			var err error
-			if q.RPSCPUs, err = f.str(qfd, n, "rps_cpus"); err != nil {
-				g.add(dir+"/"+n+"/rps_cpus", err)
-			}
-			if q.RPSFlowCnt, err = f.num(qfd, n, "rps_flow_cnt"); err != nil {
-				g.add(dir+"/"+n+"/rps_flow_cnt", err)
+			if !namesOnly {
+				if q.RPSCPUs, err = f.str(qfd, n, "rps_cpus"); err != nil {
+					g.add(dir+"/"+n+"/rps_cpus", err)
+				}
+				if q.RPSFlowCnt, err = f.num(qfd, n, "rps_flow_cnt"); err != nil {
+					g.add(dir+"/"+n+"/rps_flow_cnt", err)
+				}
 			}
 			rx = append(rx, q)
 		} else if i, ok := queueIndex(n, "tx-"); ok {
 			q := TxQueue{Index: i, Name: n}
 			var err error
-			if q.XPSCPUs, err = f.str(qfd, n, "xps_cpus"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if namesOnly {
+				// the knobs are not read
+			} else if q.XPSCPUs, err = f.str(qfd, n, "xps_cpus"); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				g.add(dir+"/"+n+"/xps_cpus", err)
 			}
 			if f.inputsOnly {

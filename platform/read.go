@@ -28,7 +28,7 @@ func Read(ctx context.Context, root string) (*Snapshot, error) {
 
 // Read reads the machine below f's root; see the package-level Read.
 func (f FS) Read(ctx context.Context) (*Snapshot, error) {
-	return f.readWith(ctx, nil, readAll, nil, nil)
+	return f.readWith(ctx, nil, readAll, nil, nil, nil)
 }
 
 // readLevel is how much of the machine a Read reads.
@@ -41,9 +41,9 @@ const (
 )
 
 // readWith is Read with a config memo (nil for none), of as much as level
-// says, counting its system calls in count (nil:
+// says (and scope, when not nil), counting its system calls in count (nil:
 // not counted).
-func (f FS) readWith(ctx context.Context, memo *configMemo, level readLevel, pool *sync.Pool, count *kfs.Counts) (*Snapshot, error) {
+func (f FS) readWith(ctx context.Context, memo *configMemo, level readLevel, pool *sync.Pool, count *kfs.Counts, scope *DeviceScope) (*Snapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("platform: read %s: %w", f.root, err)
 	}
@@ -56,6 +56,7 @@ func (f FS) readWith(ctx context.Context, memo *configMemo, level readLevel, poo
 	r.inputsOnly = level >= readInputs
 	r.decisionOnly = level >= readDecision
 	r.pool = pool
+	r.scope = scope
 	return r.read(ctx)
 }
 
@@ -89,19 +90,7 @@ func (r *Reader) ReadDevice(ctx context.Context, root string, scope DeviceScope)
 	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("platform: read %s: %w", f.root, err)
-	}
-	rd, err := f.newReader(r.count)
-	if err != nil {
-		return nil, err
-	}
-	defer rd.close()
-	rd.memo = &r.memo
-	rd.inputsOnly, rd.decisionOnly = true, true
-	rd.pool = &r.scratch
-	rd.scope = &scope
-	return rd.read(ctx)
+	return f.readWith(ctx, &r.memo, readDecision, &r.scratch, r.count, &scope)
 }
 
 // Reader reads machines like Read, and keeps what makes repeated reads
@@ -128,7 +117,7 @@ func (r *Reader) Read(ctx context.Context, root string) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return f.readWith(ctx, &r.memo, readAll, &r.scratch, r.count)
+	return f.readWith(ctx, &r.memo, readAll, &r.scratch, r.count, nil)
 }
 
 // ReadInputs is Read without the fields that only describe the machine and
@@ -142,7 +131,7 @@ func (r *Reader) ReadInputs(ctx context.Context, root string) (*Snapshot, error)
 	if err != nil {
 		return nil, err
 	}
-	return f.readWith(ctx, &r.memo, readInputs, &r.scratch, r.count)
+	return f.readWith(ctx, &r.memo, readInputs, &r.scratch, r.count, nil)
 }
 
 // ReadDecision is ReadInputs without what a plan never decides with and
@@ -154,7 +143,7 @@ func (r *Reader) ReadDecision(ctx context.Context, root string) (*Snapshot, erro
 	if err != nil {
 		return nil, err
 	}
-	return f.readWith(ctx, &r.memo, readDecision, &r.scratch, r.count)
+	return f.readWith(ctx, &r.memo, readDecision, &r.scratch, r.count, nil)
 }
 
 // read is one Read through r. A snapshot is hundreds of small files; so

@@ -139,7 +139,7 @@ func TestDeviceApplyReadsLess(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(string(tt.mode), func(t *testing.T) {
 			root := deviceTestRoot(t, "ipq807x", tt.mode)
-			snap, _, err := NewEngine(root).deviceState(ctx, "wlan0")
+			snap, _, _, err := NewEngine(root).planApply(ctx, ApplyRequest{Device: "wlan0"}, nil, Settings{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -331,60 +331,32 @@ func (e *Engine) inputs(ctx context.Context) (*platform.Snapshot, error) {
 	return snap, nil
 }
 
-// decisionState is state reading only what an apply decides with: no
-// softnet counters, no model name.
-func (e *Engine) decisionState(ctx context.Context) (*platform.Snapshot, Settings, error) {
-	snap, err := e.readDecision(ctx, e.root)
-	if err != nil {
-		return nil, Settings{}, fmt.Errorf("read %s: %w", e.root, err)
-	}
-	return e.settle(snap)
-}
-
-// deviceState is decisionState for the apply of one netdev: it reads the
-// rest of the machine only as far as the decision for dev depends on it
-// (platform.Reader.ReadDevice, othersMatter).
-func (e *Engine) deviceState(ctx context.Context, dev string) (*platform.Snapshot, Settings, error) {
-	if e.readDevice == nil {
-		return e.decisionState(ctx)
-	}
-	snap, err := e.readDevice(ctx, e.root, platform.DeviceScope{Device: dev, Others: e.othersMatter})
-	if err != nil {
-		return nil, Settings{}, fmt.Errorf("read %s: %w", e.root, err)
-	}
-	return e.settle(snap)
-}
-
 // othersMatter reports whether the decision for the netdev dev, with the
-// configuration cfg, depends on the other netdevs. It does in every mode
-// but off: the stock rule's CPU loads (legacy, all, auto and what builds
-// on it) add up over the devices assigned before it, and IRQs are tied to
-// netdevs by comparing them all. Mode off gives every queue and thread
-// of dev the same value whatever else exists; only the shared mtk_eth
-// NAPI threads belong to the first mtk_soc_eth netdev of several, so for
-// that driver the others are read in off too.
+// configuration cfg, depends on the other netdevs (see
+// platform.Reader.ReadDevice). It does in every mode but off: the stock
+// rule's CPU loads (legacy, all, auto and what builds on it) add up over
+// the devices assigned before it, and IRQs are tied to netdevs by
+// comparing them all. Mode off gives every queue and thread of dev the
+// same value whatever else exists; only the shared mtk_eth NAPI threads
+// belong to the first mtk_soc_eth netdev of several, so for that driver
+// the others are read in off too. While a config file does not parse (the
+// last good one stands in), they are read too.
 func (e *Engine) othersMatter(cfg *platform.Config, dev *platform.Device) bool {
 	if dev == nil {
 		return false // no such netdev: the apply is refused
 	}
-	return e.modeFor(cfg) != ModeOff || dev.Driver == mtkSocEth
-}
-
-// modeFor is the mode settle resolves for a snapshot with the
-// configuration cfg.
-func (e *Engine) modeFor(cfg *platform.Config) Mode {
+	if dev.Driver == mtkSocEth || len(cfg.Errors) > 0 {
+		return true
+	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.loadStateLocked()
-	if e.live != nil {
-		return e.live.Mode
+	live := e.live
+	e.mu.Unlock()
+	if live != nil {
+		return live.Mode != ModeOff
 	}
-	c := *cfg
-	if len(c.Errors) > 0 && e.lastGood != nil {
-		c = *e.lastGood
-	}
-	s, _ := ResolveSettings(&platform.Snapshot{Config: c})
-	return s.Mode
+	s, _ := ResolveSettings(&platform.Snapshot{Config: *cfg})
+	return s.Mode != ModeOff
 }
 
 // state reads the machine's inputs and resolves the effective settings.
@@ -584,16 +556,14 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 	if reason == "" {
 		reason = "manual"
 	}
-	var w Writer = e.writer
-	var marking *markingWriter
+	var before func()
 	found := false
 	if !req.DryRun {
-		marking, found = e.beginApply(reason)
-		w = marking
+		before, found = e.beginApply(reason)
 	}
 	// The snapshot was read under the lock this apply holds: the plan's
 	// current values are the live ones, so knobs are not read again.
-	res := applyPlan(ctx, w, snap, actions, req.DryRun, true)
+	res := applyPlan(ctx, e.writer, snap, actions, req.DryRun, true, before)
 	res.Mode = p.Mode
 	if !req.DryRun {
 		// The adaptive state follows the mode: kept (and the loop's
@@ -602,7 +572,7 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 	}
 	res.DurationUS = time.Since(start).Microseconds()
 	if !req.DryRun {
-		e.endApply(marking, found)
+		e.endApply(len(res.Changed)+len(res.Failed)+len(res.Skipped) > 0, found)
 		e.mu.Lock()
 		e.dropView()
 		e.lastApply = &ApplyRecord{
@@ -624,13 +594,19 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 // its plan, and the actions it writes (for req.Device, that device's).
 func (e *Engine) planApply(ctx context.Context, req ApplyRequest, snap *platform.Snapshot, eff Settings) (*platform.Snapshot, *Plan, []Action, error) {
 	if snap == nil {
-		var err error
-		if req.Device != "" {
-			snap, eff, err = e.deviceState(ctx, req.Device)
-		} else {
-			snap, eff, err = e.decisionState(ctx)
+		read := e.readDecision
+		if req.Device != "" && e.readDevice != nil {
+			// Only what the device's decision needs.
+			scope := platform.DeviceScope{Device: req.Device, Others: e.othersMatter}
+			read = func(ctx context.Context, root string) (*platform.Snapshot, error) {
+				return e.readDevice(ctx, root, scope)
+			}
 		}
+		s, err := read(ctx, e.root)
 		if err != nil {
+			return nil, nil, nil, fmt.Errorf("read %s: %w", e.root, err)
+		}
+		if snap, eff, err = e.settle(s); err != nil {
 			return nil, nil, nil, err
 		}
 	}

@@ -38,14 +38,13 @@ type UnfinishedApply struct {
 func (e *Engine) markerPath() string { return filepath.Join(e.runDir, ApplyMarkerFile) }
 
 // beginApply prepares an apply that may write (the caller holds the apply
-// lock): it takes note of a previous apply's marker, and returns the
-// writer the apply writes through, which writes this apply's marker
-// before the first knob it writes (an apply that finds everything in sync
-// writes no marker), and whether a marker was found. A marker that cannot
-// be written does not stop the apply.
-func (e *Engine) beginApply(reason string) (*markingWriter, bool) {
+// lock): it takes note of a previous apply's marker and returns whether
+// there was one, and the function to call before each write, which writes
+// this apply's marker before the first (an apply that finds everything in
+// sync writes none). A marker that cannot be written does not stop the
+// apply.
+func (e *Engine) beginApply(reason string) (before func(), found bool) {
 	path := e.markerPath()
-	found := false
 	if prev, err := readMarker(path); err == nil && prev != nil {
 		prev.FoundBy, prev.FoundAt = reason, e.now()
 		e.mu.Lock()
@@ -53,42 +52,22 @@ func (e *Engine) beginApply(reason string) (*markingWriter, bool) {
 		e.mu.Unlock()
 		found = true
 	}
-	return &markingWriter{Writer: e.writer, mark: func() { _ = writeMarker(path, reason, os.Getpid(), e.now()) }}, found
+	marked := false
+	return func() {
+		if !marked {
+			marked = true
+			_ = writeMarker(path, reason, os.Getpid(), e.now())
+		}
+	}, found
 }
 
 // endApply removes the marker once every write of the apply is done: its
-// own, when it wrote one, or the one it found.
-func (e *Engine) endApply(w *markingWriter, found bool) {
-	if w.marked || found {
+// own, when the apply tried to write anything (wrote: it changed, failed or
+// skipped a knob), or the one it found.
+func (e *Engine) endApply(wrote, found bool) {
+	if wrote || found {
 		_ = os.Remove(e.markerPath())
 	}
-}
-
-// markingWriter passes writes on to Writer, calling mark once before the
-// first.
-type markingWriter struct {
-	Writer
-	mark   func()
-	marked bool
-}
-
-func (w *markingWriter) before() {
-	if !w.marked {
-		w.marked = true
-		w.mark()
-	}
-}
-
-// WriteKnob writes the marker first, once, then the knob.
-func (w *markingWriter) WriteKnob(rel, value string) error {
-	w.before()
-	return w.Writer.WriteKnob(rel, value)
-}
-
-// SetThreadAffinity writes the marker first, once, then the affinity.
-func (w *markingWriter) SetThreadAffinity(pid int, comm, cpus string) error {
-	w.before()
-	return w.Writer.SetThreadAffinity(pid, comm, cpus)
 }
 
 func writeMarker(path, reason string, pid int, now time.Time) error {
