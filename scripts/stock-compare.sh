@@ -115,39 +115,34 @@ stock() {
 	' stock "$root" "$count" "$dir" "$@"
 }
 
-# normalize: "KIND TARGET VALUE" lines, masks as hex without leading
-# zeros, CPU lists expanded, sorted. Reads the stock -n trace on stdin.
+# The awk functions both normalizers use: a mask as hex without commas
+# and leading zeros, a CPU list ("0-2,5") expanded ("0,1,2,5").
+awk_lib='
+	function hex(s) { gsub(/,/, "", s); sub(/^0+/, "", s); return s == "" ? "0" : s }
+	function list(s,   out, parts, n, i, r, a, b, c) {
+		n = split(s, parts, ","); out = ""
+		for (i = 1; i <= n; i++) {
+			if (split(parts[i], r, "-") == 2) { a = r[1]; b = r[2] } else { a = parts[i]; b = parts[i] }
+			for (c = a + 0; c <= b + 0; c++) out = out (out == "" ? "" : ",") c
+		}
+		return out
+	}'
+
+# normalize_stock: "KIND TARGET VALUE" lines, sorted, from the stock -n
+# trace on stdin.
 normalize_stock() {
-	awk '
-		$1 == "echo" && $4 ~ /rps_cpus$/ { n = split($4, p, "/"); printf "rps_cpus %s/%s %s\n", p[5], p[7], hex($2) }
-		$1 == "echo" && $4 ~ /rps_flow_cnt$/ { n = split($4, p, "/"); printf "rps_flow_cnt %s/%s %d\n", p[5], p[7], $2 }
-		$1 == "taskset" { printf "napi_affinity %s %s\n", $5, list($4) }
-		function hex(s) { gsub(/,/, "", s); sub(/^0+/, "", s); return s == "" ? "0" : s }
-		function list(s,   out, parts, n, i, r, a, b, c) {
-			n = split(s, parts, ","); out = ""
-			for (i = 1; i <= n; i++) {
-				if (split(parts[i], r, "-") == 2) { a = r[1]; b = r[2] } else { a = parts[i]; b = parts[i] }
-				for (c = a + 0; c <= b + 0; c++) out = out (out == "" ? "" : ",") c
-			}
-			return out
-		}' | sort
+	awk "$awk_lib"'
+		$1 == "echo" && $4 ~ /rps_cpus$/ { split($4, p, "/"); printf "rps_cpus %s/%s %s\n", p[5], p[7], hex($2) }
+		$1 == "echo" && $4 ~ /rps_flow_cnt$/ { split($4, p, "/"); printf "rps_flow_cnt %s/%s %d\n", p[5], p[7], $2 }
+		$1 == "taskset" { printf "napi_affinity %s %s\n", $5, list($4) }' | sort
 }
 
 # normalize_plan: the same from `packet-steering plan` (its table).
 normalize_plan() {
-	awk '
+	awk "$awk_lib"'
 		$1 == "rps_cpus" { printf "rps_cpus %s %s\n", $2, hex($4) }
 		$1 == "rps_flow_cnt" { printf "rps_flow_cnt %s %d\n", $2, $4 }
-		$1 == "napi_affinity" { printf "napi_affinity %s %s\n", $4, list($6) }
-		function hex(s) { gsub(/,/, "", s); sub(/^0+/, "", s); return s == "" ? "0" : s }
-		function list(s,   out, parts, n, i, r, a, b, c) {
-			n = split(s, parts, ","); out = ""
-			for (i = 1; i <= n; i++) {
-				if (split(parts[i], r, "-") == 2) { a = r[1]; b = r[2] } else { a = parts[i]; b = parts[i] }
-				for (c = a + 0; c <= b + 0; c++) out = out (out == "" ? "" : ",") c
-			}
-			return out
-		}' | sort
+		$1 == "napi_affinity" { printf "napi_affinity %s %s\n", $4, list($6) }' | sort
 }
 
 ms() { # NANOSECONDS RUNS -> milliseconds per run, 2 decimals
@@ -159,7 +154,7 @@ if [ "$#" -eq 0 ]; then
 	set -- $("$dir/fixtureroot" 2>&1 | sed -n 's/.*presets: \(.*\))$/\1/p' | tr -d ',')
 fi
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-16s %-12s %s\n' preset compare "time per run: stock script, packet-steering apply (one-shot), ratio"
+printf '%-16s %-18s %s\n' preset compare "time per run: stock script, packet-steering apply (one-shot), ratio"
 status=0
 for preset in "$@"; do
 	root="$dir/root-$preset"
@@ -179,6 +174,7 @@ for preset in "$@"; do
 		documented=" (expected: $ncpu CPUs, up to ${maxq} rx queues a device)"
 	fi
 	verdict=same
+	knobs=0
 	for m in "0 off" "1 legacy" "2 all" "1 legacy 256"; do
 		# shellcheck disable=SC2086 # two or three words
 		set -- $m
@@ -190,6 +186,7 @@ for preset in "$@"; do
 			stock "$root" 1 -n "$arg" 2>&1 | normalize_stock >"$dir/stock.txt"
 			"$dir/packet-steering" plan --root "$root" --mode "$mode" | normalize_plan >"$dir/ours.txt"
 		fi
+		knobs=$((knobs + $(wc -l <"$dir/stock.txt")))
 		if ! diff -u "$dir/stock.txt" "$dir/ours.txt" >"$dir/diff.txt"; then
 			if [ -n "$documented" ]; then
 				verdict=differs$documented
@@ -213,7 +210,8 @@ for preset in "$@"; do
 	done
 	t1=$(date +%s%N)
 	ons=$((t1 - t0))
-	printf '%-16s %-12s stock %s ms, apply %s ms, %sx (%s runs each)\n' "$preset" "$verdict" \
+	[ "$verdict" = same ] && verdict="same ($knobs writes)"
+	printf '%-16s %-18s stock %s ms, apply %s ms, %sx (%s runs each)\n' "$preset" "$verdict" \
 		"$(ms "$sns" "$runs")" "$(ms "$ons" "$runs")" \
 		"$(awk -v a="$sns" -v b="$ons" 'BEGIN { printf "%.1f", a / b }')" "$runs"
 done
