@@ -207,16 +207,6 @@ func (f *reader) readIRQAffinity(q *IRQ, g *gaps) {
 	q.SMPAffinity = s
 }
 
-// readIRQAffinities reads the affinity of the IRQs tied to dev (a scoped
-// read: readIRQs left them out).
-func (f *reader) readIRQAffinities(irqs []IRQ, dev string, g *gaps) {
-	for i := range irqs {
-		if dev != "" && irqs[i].Device == dev {
-			f.readIRQAffinity(&irqs[i], g)
-		}
-	}
-}
-
 // wifiIRQDriver reports wifi driver families whose IRQs carry the driver
 // name (e.g. ath10k_ahb requests its IRQ as "ath10k_ahb", mt76 PCI drivers
 // as their module name "mt7915e").

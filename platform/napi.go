@@ -290,7 +290,7 @@ func (f *reader) readProcesses(ctx context.Context, g *gaps) ([]NAPIThread, []st
 		owner, id, _ := parseNAPIName(name)
 		t := NAPIThread{PID: pid, Name: name, Owner: owner, NAPIID: id}
 		// In a scoped read, CPUs are read once the thread's device is
-		// known (readThreadCPUs).
+		// known (read).
 		if f.scope == nil {
 			var ok bool
 			if t.CPUs, ok = f.threadCPUs(n, g); !ok {
@@ -322,23 +322,6 @@ func (f *reader) threadCPUs(pid string, g *gaps) (string, bool) {
 		g.add(rel, err)
 	}
 	return cpus, true
-}
-
-// readThreadCPUs reads the CPUs of the threads tied to dev (a scoped
-// read: readProcesses left them out); a thread that exited meanwhile is
-// dropped, as readProcesses drops it.
-func (f *reader) readThreadCPUs(threads []NAPIThread, dev string, g *gaps) []NAPIThread {
-	out := threads[:0]
-	for _, t := range threads {
-		if t.Device == dev && dev != "" {
-			var ok bool
-			if t.CPUs, ok = f.threadCPUs(itoa(t.PID), g); !ok {
-				continue
-			}
-		}
-		out = append(out, t)
-	}
-	return out
 }
 
 // statComm returns the comm field of proc/PID/stat's bytes (between the

@@ -33,7 +33,6 @@ type deviceWork struct {
 	devs   []Device
 	hasBus []bool
 	gaps   []gaps // per device, so that they keep the listing's order
-	read   []bool // already read (a scoped read's own device)
 }
 
 // listDevices lists sys/class/net; nil when it cannot be listed (recorded
@@ -49,23 +48,25 @@ func (f *reader) listDevices(g *gaps) *deviceWork {
 		devs:   make([]Device, len(names)),
 		hasBus: make([]bool, len(names)),
 		gaps:   make([]gaps, len(names)),
-		read:   make([]bool, len(names)),
 	}
 }
 
-// scopeDevices reads the scope's own netdev and then keeps in w only it
-// when scope.Others says the decision does not depend on the others.
+// scopeDevices reads the scope's own netdev (read then skips it) and then
+// keeps in w only it when scope.Others says the decision does not depend
+// on the others.
 // scope.Others sees the netdev as read, before its Kind is decided (nil
 // when there is no such netdev).
 func (f *reader) scopeDevices(w *deviceWork, scope *DeviceScope, cfg *Config) *deviceWork {
 	if w == nil {
 		return nil
 	}
-	i := sort.SearchStrings(w.names, scope.Device)
+	i := 0
+	for i < len(w.names) && w.names[i] < scope.Device {
+		i++
+	}
 	var dev *Device
 	if i < len(w.names) && w.names[i] == scope.Device {
 		w.devs[i], w.hasBus[i] = f.readDevice(w.names[i], &w.gaps[i], false)
-		w.read[i] = true
 		dev = &w.devs[i]
 	}
 	if scope.Others == nil || scope.Others(cfg, dev) {
@@ -75,7 +76,7 @@ func (f *reader) scopeDevices(w *deviceWork, scope *DeviceScope, cfg *Config) *d
 	if dev != nil {
 		j++
 	}
-	w.names, w.devs, w.hasBus, w.gaps, w.read = w.names[i:j], w.devs[i:j], w.hasBus[i:j], w.gaps[i:j], w.read[i:j]
+	w.names, w.devs, w.hasBus, w.gaps = w.names[i:j], w.devs[i:j], w.hasBus[i:j], w.gaps[i:j]
 	return w
 }
 

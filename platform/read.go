@@ -198,10 +198,10 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 	}
 	if work != nil {
 		for i := range work.names {
-			if work.read[i] {
-				continue
+			shape := scope != nil
+			if shape && work.names[i] == scope.Device {
+				continue // read by scopeDevices
 			}
-			shape := scope != nil && work.names[i] != scope.Device
 			tasks = append(tasks, func(r *reader) {
 				work.devs[i], work.hasBus[i] = r.readDevice(work.names[i], &work.gaps[i], shape)
 			})
@@ -237,8 +237,23 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 	tieThreads(s.NAPIThreads, s.Devices)
 	tieIRQs(s.IRQs, s.Devices)
 	if scope != nil {
-		s.NAPIThreads = f.readThreadCPUs(s.NAPIThreads, scope.Device, &procGaps)
-		f.readIRQAffinities(s.IRQs, scope.Device, &irqGaps)
+		// What readProcesses and readIRQs left out: the device's own.
+		threads := s.NAPIThreads[:0]
+		for _, t := range s.NAPIThreads {
+			if t.Device == scope.Device {
+				var ok bool
+				if t.CPUs, ok = f.threadCPUs(itoa(t.PID), &procGaps); !ok {
+					continue // exited meanwhile, dropped as readProcesses drops it
+				}
+			}
+			threads = append(threads, t)
+		}
+		s.NAPIThreads = threads
+		for i := range s.IRQs {
+			if s.IRQs[i].Device == scope.Device {
+				f.readIRQAffinity(&s.IRQs[i], &irqGaps)
+			}
+		}
 	}
 	classifyThreads(s.NAPIThreads, s.Devices, s.IRQs)
 	if err := ctx.Err(); err != nil {

@@ -206,9 +206,9 @@ type Engine struct {
 	// readDecision reads what an apply decides with (see
 	// platform.Reader.ReadDecision); WithReader sets it too.
 	readDecision func(ctx context.Context, root string) (*platform.Snapshot, error)
-	// readDevice reads what the decision for one netdev needs (see
-	// platform.Reader.ReadDevice); nil (WithReader): readDecision.
-	readDevice func(ctx context.Context, root string, scope platform.DeviceScope) (*platform.Snapshot, error)
+	// devices reads what the decision for one netdev needs
+	// (platform.Reader.ReadDevice); nil (WithReader): readDecision.
+	devices *platform.Reader
 
 	// sem serialises applies and mode changes in this process; a channel
 	// so that waiting honours ctx.
@@ -270,7 +270,7 @@ func WithLockWait(d time.Duration) Option { return func(e *Engine) { e.lockWait 
 // WithReader replaces the machine reader, by default a platform.Reader of
 // the engine's own (tests use it to hand in a snapshot).
 func WithReader(read func(ctx context.Context, root string) (*platform.Snapshot, error)) Option {
-	return func(e *Engine) { e.read, e.readInputs, e.readDecision, e.readDevice = read, read, read, nil }
+	return func(e *Engine) { e.read, e.readInputs, e.readDecision, e.devices = read, read, read, nil }
 }
 
 // WithPlatformReader makes the engine read the machine through pr (a
@@ -278,7 +278,7 @@ func WithReader(read func(ctx context.Context, root string) (*platform.Snapshot,
 // of read with its own method as with the default reader.
 func WithPlatformReader(pr *platform.Reader) Option {
 	return func(e *Engine) {
-		e.read, e.readInputs, e.readDecision, e.readDevice = pr.Read, pr.ReadInputs, pr.ReadDecision, pr.ReadDevice
+		e.read, e.readInputs, e.readDecision, e.devices = pr.Read, pr.ReadInputs, pr.ReadDecision, pr
 	}
 }
 
@@ -296,7 +296,7 @@ func NewEngine(root string, opts ...Option) *Engine {
 		read:         pr.Read,
 		readInputs:   pr.ReadInputs,
 		readDecision: pr.ReadDecision,
-		readDevice:   pr.ReadDevice,
+		devices:      pr,
 		sem:          make(chan struct{}, 1),
 	}
 	for _, o := range opts {
@@ -339,13 +339,10 @@ func (e *Engine) inputs(ctx context.Context) (*platform.Snapshot, error) {
 // comparing them all. Mode off gives every queue and thread of dev the
 // same value whatever else exists; only the shared mtk_eth NAPI threads
 // belong to the first mtk_soc_eth netdev of several, so for that driver
-// the others are read in off too. While a config file does not parse (the
-// last good one stands in), they are read too.
+// the others are read in off too; so they are while a config file does
+// not parse (the last good one stands in) and when dev does not exist.
 func (e *Engine) othersMatter(cfg *platform.Config, dev *platform.Device) bool {
-	if dev == nil {
-		return false // no such netdev: the apply is refused
-	}
-	if dev.Driver == mtkSocEth || len(cfg.Errors) > 0 {
+	if dev == nil || dev.Driver == mtkSocEth || len(cfg.Errors) > 0 {
 		return true
 	}
 	e.mu.Lock()
@@ -594,15 +591,14 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 // its plan, and the actions it writes (for req.Device, that device's).
 func (e *Engine) planApply(ctx context.Context, req ApplyRequest, snap *platform.Snapshot, eff Settings) (*platform.Snapshot, *Plan, []Action, error) {
 	if snap == nil {
-		read := e.readDecision
-		if req.Device != "" && e.readDevice != nil {
+		var s *platform.Snapshot
+		var err error
+		if req.Device != "" && e.devices != nil {
 			// Only what the device's decision needs.
-			scope := platform.DeviceScope{Device: req.Device, Others: e.othersMatter}
-			read = func(ctx context.Context, root string) (*platform.Snapshot, error) {
-				return e.readDevice(ctx, root, scope)
-			}
+			s, err = e.devices.ReadDevice(ctx, e.root, platform.DeviceScope{Device: req.Device, Others: e.othersMatter})
+		} else {
+			s, err = e.readDecision(ctx, e.root)
 		}
-		s, err := read(ctx, e.root)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("read %s: %w", e.root, err)
 		}
