@@ -53,9 +53,8 @@ func (f *reader) listDevices(g *gaps) *deviceWork {
 
 // scopeDevices reads the scope's own netdev (read then skips it) and then
 // keeps in w only it when scope.Others says the decision does not depend
-// on the others.
-// scope.Others sees the netdev as read, before its Kind is decided (nil
-// when there is no such netdev).
+// on the others. scope.Others sees the netdev as read, before its Kind is
+// decided (nil when there is no such netdev).
 func (f *reader) scopeDevices(w *deviceWork, scope *DeviceScope, cfg *Config) *deviceWork {
 	if w == nil {
 		return nil
