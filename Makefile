@@ -25,7 +25,7 @@ router_gcflags = $(if $(filter $(NOINLINE_ARCHS),$(1)),-gcflags=all=-l)
 router_ldflags = $(LDFLAGS)$(if $(filter $(NOINLINE_ARCHS),$(1)), -R 0x1000)
 export CGO_ENABLED := 0
 
-.PHONY: all build build-router test test-go test-go123 test-cross test-race test-fuzz test-shell test-browser test-vm bench flood size demo deps vet clean
+.PHONY: all build build-router test test-go test-go123 test-cross test-race test-fuzz test-shell test-browser test-vm bench perf flood size demo deps vet clean
 
 all: build
 
@@ -111,6 +111,12 @@ test-browser: build
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The README's apply, one-shot CLI and status figures with their commands
+# (scripts/perf.sh; the stock script's comparison when UCODE and STOCK_UC
+# are set, see scripts/stock-compare.sh).
+perf:
+	sh scripts/perf.sh
 
 # The router build under a 20,000-call invoke flood through the in-process
 # broker: status latency, RSS peak and settling (README, "Reliability").

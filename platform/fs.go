@@ -67,6 +67,9 @@ type reader struct {
 	decisionOnly bool
 	// pool keeps scratch buffers between Reads of a Reader; nil: none.
 	pool *sync.Pool
+	// scope narrows the read to one netdev's decision (Reader.ReadDevice);
+	// nil: the whole machine.
+	scope *DeviceScope
 }
 
 // newReader opens f's root for one Read. The main reader reads
@@ -105,7 +108,7 @@ func (r *reader) buffers() kfs.Reader { return r.Reader }
 // of its own (smaller: it reads attributes and a netdev's directory), for
 // another goroutine; only r closes the directory.
 func (r *reader) sibling() *reader {
-	return &reader{FS: r.FS, Reader: kfs.Reader{BufSize: 512, DentsSize: 2048, Count: r.Count}, dir: r.dir, memo: r.memo, inputsOnly: r.inputsOnly, decisionOnly: r.decisionOnly, pool: r.pool}
+	return &reader{FS: r.FS, Reader: kfs.Reader{BufSize: 512, DentsSize: 2048, Count: r.Count}, dir: r.dir, memo: r.memo, inputsOnly: r.inputsOnly, decisionOnly: r.decisionOnly, pool: r.pool, scope: r.scope}
 }
 
 // close releases the root directory.

@@ -183,20 +183,28 @@ func (f *reader) readIRQs(g *gaps) []IRQ {
 	if irqs == nil {
 		irqs = []IRQ{}
 	}
+	if f.scope != nil {
+		return irqs // affinities once the IRQs' devices are known
+	}
 	for i := range irqs {
-		rel := irqDir + "/" + itoa(irqs[i].Number) + "/smp_affinity"
-		s, err := f.str(f.dir, rel)
-		if err != nil {
-			g.add(rel, err)
-			continue
-		}
-		if _, err := cpuset.ParseMask(s); err != nil {
-			g.add(rel, err)
-			continue
-		}
-		irqs[i].SMPAffinity = s
+		f.readIRQAffinity(&irqs[i], g)
 	}
 	return irqs
+}
+
+// readIRQAffinity reads one IRQ's smp_affinity.
+func (f *reader) readIRQAffinity(q *IRQ, g *gaps) {
+	rel := irqDir + "/" + itoa(q.Number) + "/smp_affinity"
+	s, err := f.str(f.dir, rel)
+	if err != nil {
+		g.add(rel, err)
+		return
+	}
+	if _, err := cpuset.ParseMask(s); err != nil {
+		g.add(rel, err)
+		return
+	}
+	q.SMPAffinity = s
 }
 
 // wifiIRQDriver reports wifi driver families whose IRQs carry the driver

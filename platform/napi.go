@@ -289,22 +289,39 @@ func (f *reader) readProcesses(ctx context.Context, g *gaps) ([]NAPIThread, []st
 		name := string(st.comm)
 		owner, id, _ := parseNAPIName(name)
 		t := NAPIThread{PID: pid, Name: name, Owner: owner, NAPIID: id}
-		if b, err = f.Attr(pfd, n, "status"); err == nil {
-			if t.CPUs, err = cpusAllowedList(b); err != nil {
-				err = &fs.PathError{Op: "parse", Path: procDir + "/" + n + "/status", Err: err}
-			}
-		}
-		if err != nil {
-			if vanished(err) {
+		// In a scoped read, CPUs are read once the thread's device is
+		// known (read).
+		if f.scope == nil {
+			var ok bool
+			if t.CPUs, ok = f.threadCPUs(n, g); !ok {
 				continue
 			}
-			g.add(procDir+"/"+n+"/status", err)
 		}
 		threads = append(threads, t)
 	}
 	sort.Slice(threads, func(a, b int) bool { return threads[a].PID < threads[b].PID })
 	sort.Strings(procs)
 	return threads, procs
+}
+
+// threadCPUs reads the Cpus_allowed_list of process pid; false when the
+// process exited (not a gap).
+func (f *reader) threadCPUs(pid string, g *gaps) (string, bool) {
+	rel := procDir + "/" + pid + "/status"
+	b, err := f.Attr(f.dir, rel)
+	cpus := ""
+	if err == nil {
+		if cpus, err = cpusAllowedList(b); err != nil {
+			err = &fs.PathError{Op: "parse", Path: rel, Err: err}
+		}
+	}
+	if err != nil {
+		if vanished(err) {
+			return "", false
+		}
+		g.add(rel, err)
+	}
+	return cpus, true
 }
 
 // statComm returns the comm field of proc/PID/stat's bytes (between the

@@ -51,6 +51,34 @@ func (f *reader) listDevices(g *gaps) *deviceWork {
 	}
 }
 
+// scopeDevices reads the scope's own netdev (read then skips it) and then
+// keeps in w only it when scope.Others says the decision does not depend
+// on the others. scope.Others sees the netdev as read, before its Kind is
+// decided (nil when there is no such netdev).
+func (f *reader) scopeDevices(w *deviceWork, scope *DeviceScope, cfg *Config) *deviceWork {
+	if w == nil {
+		return nil
+	}
+	i := 0
+	for i < len(w.names) && w.names[i] < scope.Device {
+		i++
+	}
+	var dev *Device
+	if i < len(w.names) && w.names[i] == scope.Device {
+		w.devs[i], w.hasBus[i] = f.readDevice(w.names[i], &w.gaps[i], false)
+		dev = &w.devs[i]
+	}
+	if scope.Others == nil || scope.Others(cfg, dev) {
+		return w
+	}
+	j := i
+	if dev != nil {
+		j++
+	}
+	w.names, w.devs, w.hasBus, w.gaps = w.names[i:j], w.devs[i:j], w.hasBus[i:j], w.gaps[i:j]
+	return w
+}
+
 // finish classifies the netdevs once all are read and appends their gaps
 // to g in name order.
 func (w *deviceWork) finish(g *gaps) []Device {
@@ -65,8 +93,9 @@ func (w *deviceWork) finish(g *gaps) []Device {
 const kindPending = ""
 
 // readDevice reads one netdev; the bool says whether it has a `device` link
-// (even one that does not resolve).
-func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
+// (even one that does not resolve). With shape, only what another netdev's
+// decision uses (see Reader.ReadDevice): no knob values, no Threaded.
+func (f *reader) readDevice(name string, g *gaps, shape bool) (Device, bool) {
 	dir := classNetDir + "/" + name
 	d := Device{Name: name, RxQueues: []RxQueue{}, TxQueues: []TxQueue{}}
 	// Files are read below the device directory held open, so the
@@ -86,7 +115,9 @@ func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
 			g.add(dir+"/operstate", err)
 		}
 	}
-	if b, err := f.Attr(dev, "threaded"); err == nil {
+	if shape || f.inputsOnly {
+		// no input of a decision: the NAPI threads themselves are
+	} else if b, err := f.Attr(dev, "threaded"); err == nil {
 		// "0"/"1"; newer kernels may print other non-zero modes.
 		s := trimNewlines(b)
 		d.Threaded = len(s) != 0 && string(s) != "0" && string(s) != "disabled"
@@ -184,7 +215,7 @@ func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
 		}
 	}
 	if hasQueues {
-		d.RxQueues, d.TxQueues = f.readQueues(dev, dir+"/queues", g)
+		d.RxQueues, d.TxQueues = f.readQueues(dev, dir+"/queues", g, shape)
 	} else {
 		g.add(dir+"/queues", fs.ErrNotExist)
 	}
@@ -192,8 +223,9 @@ func (f *reader) readDevice(name string, g *gaps) (Device, bool) {
 }
 
 // readQueues reads queues/rx-N and tx-N below the device directory dev,
-// ordered by N; gaps are named below dir.
-func (f *reader) readQueues(dev kfs.Dir, dir string, g *gaps) ([]RxQueue, []TxQueue) {
+// ordered by N; gaps are named below dir. With namesOnly, the queues'
+// files are not read.
+func (f *reader) readQueues(dev kfs.Dir, dir string, g *gaps, namesOnly bool) ([]RxQueue, []TxQueue) {
 	qfd, err := f.Sub(dev, "queues")
 	if err != nil {
 		g.add(dir, err)
@@ -216,17 +248,21 @@ func (f *reader) readQueues(dev kfs.Dir, dir string, g *gaps) ([]RxQueue, []TxQu
 		if i, ok := queueIndex(n, "rx-"); ok {
 			q := RxQueue{Index: i, Name: n}
 			var err error
-			if q.RPSCPUs, err = f.str(qfd, n, "rps_cpus"); err != nil {
-				g.add(dir+"/"+n+"/rps_cpus", err)
-			}
-			if q.RPSFlowCnt, err = f.num(qfd, n, "rps_flow_cnt"); err != nil {
-				g.add(dir+"/"+n+"/rps_flow_cnt", err)
+			if !namesOnly {
+				if q.RPSCPUs, err = f.str(qfd, n, "rps_cpus"); err != nil {
+					g.add(dir+"/"+n+"/rps_cpus", err)
+				}
+				if q.RPSFlowCnt, err = f.num(qfd, n, "rps_flow_cnt"); err != nil {
+					g.add(dir+"/"+n+"/rps_flow_cnt", err)
+				}
 			}
 			rx = append(rx, q)
 		} else if i, ok := queueIndex(n, "tx-"); ok {
 			q := TxQueue{Index: i, Name: n}
 			var err error
-			if q.XPSCPUs, err = f.str(qfd, n, "xps_cpus"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if namesOnly {
+				// the knobs are not read
+			} else if q.XPSCPUs, err = f.str(qfd, n, "xps_cpus"); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				g.add(dir+"/"+n+"/xps_cpus", err)
 			}
 			if f.inputsOnly {

@@ -28,7 +28,7 @@ func Read(ctx context.Context, root string) (*Snapshot, error) {
 
 // Read reads the machine below f's root; see the package-level Read.
 func (f FS) Read(ctx context.Context) (*Snapshot, error) {
-	return f.readWith(ctx, nil, readAll, nil, nil)
+	return f.readWith(ctx, nil, readAll, nil, nil, nil)
 }
 
 // readLevel is how much of the machine a Read reads.
@@ -41,9 +41,9 @@ const (
 )
 
 // readWith is Read with a config memo (nil for none), of as much as level
-// says, counting its system calls in count (nil:
+// says (and scope, when not nil), counting its system calls in count (nil:
 // not counted).
-func (f FS) readWith(ctx context.Context, memo *configMemo, level readLevel, pool *sync.Pool, count *kfs.Counts) (*Snapshot, error) {
+func (f FS) readWith(ctx context.Context, memo *configMemo, level readLevel, pool *sync.Pool, count *kfs.Counts, scope *DeviceScope) (*Snapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("platform: read %s: %w", f.root, err)
 	}
@@ -56,7 +56,41 @@ func (f FS) readWith(ctx context.Context, memo *configMemo, level readLevel, poo
 	r.inputsOnly = level >= readInputs
 	r.decisionOnly = level >= readDecision
 	r.pool = pool
+	r.scope = scope
 	return r.read(ctx)
+}
+
+// DeviceScope narrows a decision read to what the decision for one netdev
+// needs (Reader.ReadDevice).
+type DeviceScope struct {
+	// Device is the netdev the decision is for.
+	Device string
+	// Others reports, given the configuration and Device as read, whether
+	// that decision depends on the other netdevs at all; nil: it does.
+	Others func(cfg *Config, dev *Device) bool
+}
+
+// ReadDevice is ReadDecision for the decision of one netdev (a hotplug
+// apply of it). Device, its NAPI threads and its IRQs are read in full;
+// the rest of the machine only as far as a decision uses it:
+//
+//   - the other netdevs in shape only: their links, kind, phy, driver, DSA
+//     tagging and queue names, not their knobs (RPSCPUs, RPSFlowCnt and
+//     XPSCPUs stay zero); none at all when scope.Others says the decision
+//     does not depend on them;
+//   - the CPUs of the NAPI threads tied to Device only, the affinity of the
+//     IRQs tied to Device only (the others' stay "");
+//   - not the RFS sysctl, which no device's apply writes
+//     (RPSSockFlowEntries -1).
+//
+// A Device that does not exist is no error: the snapshot has no such
+// netdev (and reads the others as scope.Others says for a zero Device).
+func (r *Reader) ReadDevice(ctx context.Context, root string, scope DeviceScope) (*Snapshot, error) {
+	f, err := NewFS(root)
+	if err != nil {
+		return nil, err
+	}
+	return f.readWith(ctx, &r.memo, readDecision, &r.scratch, r.count, &scope)
 }
 
 // Reader reads machines like Read, and keeps what makes repeated reads
@@ -83,13 +117,13 @@ func (r *Reader) Read(ctx context.Context, root string) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return f.readWith(ctx, &r.memo, readAll, &r.scratch, r.count)
+	return f.readWith(ctx, &r.memo, readAll, &r.scratch, r.count, nil)
 }
 
 // ReadInputs is Read without the fields that only describe the machine and
 // are no input of a steering decision: Device.Ifindex, OperState, Master,
-// BridgePorts and TxQueue.XPSRxQs stay zero (and unread, so they are never
-// gaps). Every other field, live values included, is read as by Read. A
+// BridgePorts, Threaded and TxQueue.XPSRxQs stay zero (and unread, so they
+// are never gaps). Every other field, live values included, is read as by Read. A
 // status call that only needs the plan and the live knobs reads a fifth
 // fewer files.
 func (r *Reader) ReadInputs(ctx context.Context, root string) (*Snapshot, error) {
@@ -97,7 +131,7 @@ func (r *Reader) ReadInputs(ctx context.Context, root string) (*Snapshot, error)
 	if err != nil {
 		return nil, err
 	}
-	return f.readWith(ctx, &r.memo, readInputs, &r.scratch, r.count)
+	return f.readWith(ctx, &r.memo, readInputs, &r.scratch, r.count, nil)
 }
 
 // ReadDecision is ReadInputs without what a plan never decides with and
@@ -109,7 +143,7 @@ func (r *Reader) ReadDecision(ctx context.Context, root string) (*Snapshot, erro
 	if err != nil {
 		return nil, err
 	}
-	return f.readWith(ctx, &r.memo, readDecision, &r.scratch, r.count)
+	return f.readWith(ctx, &r.memo, readDecision, &r.scratch, r.count, nil)
 }
 
 // read is one Read through r. A snapshot is hundreds of small files; so
@@ -135,6 +169,7 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 	}
 	var cpuGaps, devGaps, procGaps, irqGaps, netGaps, idGaps, cfgGaps gaps
 	work := f.listDevices(&devGaps)
+	scope := f.scope
 	tasks := []func(r *reader){
 		func(r *reader) { s.NAPIThreads, s.Processes = r.readProcesses(ctx, &procGaps) },
 		func(r *reader) { s.CPUs = r.readCPUs(&cpuGaps) },
@@ -145,15 +180,30 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 			} else {
 				s.Softnet = r.readSoftnet(&netGaps)
 			}
-			s.RPSSockFlowEntries = r.readRPSSockFlowEntries(&netGaps)
+			if scope != nil {
+				s.RPSSockFlowEntries = -1
+			} else {
+				s.RPSSockFlowEntries = r.readRPSSockFlowEntries(&netGaps)
+			}
 		},
 		func(r *reader) { s.Identity = r.readIdentity(&idGaps) },
-		func(r *reader) { s.Config = r.readConfig(&cfgGaps) },
+	}
+	if scope == nil {
+		tasks = append(tasks, func(r *reader) { s.Config = r.readConfig(&cfgGaps) })
+	} else {
+		// Whether the other netdevs are read depends on the config and
+		// the device: both first.
+		s.Config = f.readConfig(&cfgGaps)
+		work = f.scopeDevices(work, scope, &s.Config)
 	}
 	if work != nil {
 		for i := range work.names {
+			shape := scope != nil
+			if shape && work.names[i] == scope.Device {
+				continue // read by scopeDevices
+			}
 			tasks = append(tasks, func(r *reader) {
-				work.devs[i], work.hasBus[i] = r.readDevice(work.names[i], &work.gaps[i])
+				work.devs[i], work.hasBus[i] = r.readDevice(work.names[i], &work.gaps[i], shape)
 			})
 		}
 	}
@@ -186,6 +236,25 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 	}
 	tieThreads(s.NAPIThreads, s.Devices)
 	tieIRQs(s.IRQs, s.Devices)
+	if scope != nil {
+		// What readProcesses and readIRQs left out: the device's own.
+		threads := s.NAPIThreads[:0]
+		for _, t := range s.NAPIThreads {
+			if t.Device == scope.Device {
+				var ok bool
+				if t.CPUs, ok = f.threadCPUs(itoa(t.PID), &procGaps); !ok {
+					continue // exited meanwhile, dropped as readProcesses drops it
+				}
+			}
+			threads = append(threads, t)
+		}
+		s.NAPIThreads = threads
+		for i := range s.IRQs {
+			if s.IRQs[i].Device == scope.Device {
+				f.readIRQAffinity(&s.IRQs[i], &irqGaps)
+			}
+		}
+	}
 	classifyThreads(s.NAPIThreads, s.Devices, s.IRQs)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("platform: read %s: %w", f.root, err)

@@ -134,7 +134,7 @@ func TestReadInputs(t *testing.T) {
 			want := readRoot(t, root)
 			for i := range want.Devices {
 				d := &want.Devices[i]
-				d.Ifindex, d.OperState, d.Master, d.BridgePorts = 0, "", "", nil
+				d.Ifindex, d.OperState, d.Master, d.BridgePorts, d.Threaded = 0, "", "", nil, false
 				for j := range d.TxQueues {
 					d.TxQueues[j].XPSRxQs = ""
 				}
@@ -229,5 +229,96 @@ func TestReadBigFile(t *testing.T) {
 			t.Errorf("%d bytes: readFile gave %d bytes, %v", n, len(b), err)
 		}
 		r.close()
+	}
+}
+
+// ReadDevice reads its device as ReadDecision does, the other netdevs in
+// shape only or not at all, and the threads' CPUs and IRQs' affinities of
+// its device only.
+func TestReadDevice(t *testing.T) {
+	ctx := context.Background()
+	root := fixturetest.Root(t, "ipq807x", nil)
+	full, err := NewReader().ReadDecision(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	find := func(s *Snapshot, name string) *Device {
+		for i := range s.Devices {
+			if s.Devices[i].Name == name {
+				return &s.Devices[i]
+			}
+		}
+		return nil
+	}
+	tests := []struct {
+		name   string
+		dev    string
+		others bool // what the scope's Others answers
+		want   []string
+	}{
+		{"others in shape", "eth0", true, []string{"br-lan", "eth0", "lan1", "lan2", "lan3", "lan4", "lo", "wan", "wlan0"}},
+		{"no others", "eth0", false, []string{"eth0"}},
+		{"no such device", "eth9", false, []string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var seen *Device
+			asked := false
+			got, err := NewReader().ReadDevice(ctx, root, DeviceScope{Device: tt.dev, Others: func(cfg *Config, d *Device) bool {
+				asked, seen = true, d
+				return tt.others
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !asked {
+				t.Fatal("Others not asked")
+			}
+			var names []string
+			for _, d := range got.Devices {
+				names = append(names, d.Name)
+			}
+			if names == nil {
+				names = []string{}
+			}
+			if d := testenv.Diff(tt.want, names); d != "" {
+				t.Fatalf("netdevs read (-want +got):\n%s", d)
+			}
+			want := find(full, tt.dev)
+			if (seen == nil) != (want == nil) || (seen != nil && seen.Driver != want.Driver) {
+				t.Errorf("Others saw %+v, want the device as read (driver %v)", seen, want)
+			}
+			if want != nil {
+				if d := testenv.Diff(*want, *find(got, tt.dev)); d != "" {
+					t.Errorf("%s differs from ReadDecision's (-ReadDecision +ReadDevice):\n%s", tt.dev, d)
+				}
+			}
+			for _, d := range got.Devices {
+				if d.Name == tt.dev {
+					continue
+				}
+				if fd := find(full, d.Name); fd.Kind != d.Kind || fd.BusDevice != d.BusDevice || fd.Driver != d.Driver || len(fd.RxQueues) != len(d.RxQueues) {
+					t.Errorf("%s: shape differs from ReadDecision's: %+v, want %+v", d.Name, d, *fd)
+				}
+				for _, q := range d.RxQueues {
+					if q.RPSCPUs != "" || q.RPSFlowCnt != 0 {
+						t.Errorf("%s %s: knob read (%q, %d)", d.Name, q.Name, q.RPSCPUs, q.RPSFlowCnt)
+					}
+				}
+			}
+			for _, th := range got.NAPIThreads {
+				if (th.CPUs != "") != (th.Device == tt.dev) {
+					t.Errorf("thread %s (device %q): CPUs %q", th.Name, th.Device, th.CPUs)
+				}
+			}
+			for _, q := range got.IRQs {
+				if (q.SMPAffinity != "") != (q.Device == tt.dev) {
+					t.Errorf("IRQ %d (device %q): affinity %q", q.Number, q.Device, q.SMPAffinity)
+				}
+			}
+			if got.RPSSockFlowEntries != -1 {
+				t.Errorf("RPSSockFlowEntries = %d, want -1 (not read)", got.RPSSockFlowEntries)
+			}
+		})
 	}
 }

@@ -233,7 +233,7 @@ func changedDevices(x *knobIndex, changed []Action) []string {
 //
 // ApplyPlan does not lock; callers serialise applies (Engine does).
 func ApplyPlan(ctx context.Context, w Writer, snap *platform.Snapshot, actions []Action, dryRun bool) *Result {
-	return applyPlan(ctx, w, snap, actions, dryRun, false)
+	return applyPlan(ctx, w, snap, actions, dryRun, false, nil)
 }
 
 // applyPlan is ApplyPlan. With fresh, the snapshot was read under the lock
@@ -241,8 +241,9 @@ func ApplyPlan(ctx context.Context, w Writer, snap *platform.Snapshot, actions [
 // the knob's live value, read once already: the knob is not read again, and
 // only knobs that differ are touched (the write path still re-checks a
 // thread right before moving it). Without fresh every knob is read before
-// it is compared.
-func applyPlan(ctx context.Context, w Writer, snap *platform.Snapshot, actions []Action, dryRun, fresh bool) *Result {
+// it is compared. before, when not nil, is called before each knob written
+// (the engine writes its apply marker before the first).
+func applyPlan(ctx context.Context, w Writer, snap *platform.Snapshot, actions []Action, dryRun, fresh bool, before func()) *Result {
 	start := time.Now()
 	res := &Result{Changed: []Action{}, Failed: []Failure{}}
 
@@ -272,7 +273,7 @@ func applyPlan(ctx context.Context, w Writer, snap *platform.Snapshot, actions [
 			}
 			continue
 		}
-		applyUnit(w, x, strings.TrimPrefix(u, "\xff"), acts, dryRun, fresh, res)
+		applyUnit(w, x, strings.TrimPrefix(u, "\xff"), acts, dryRun, fresh, before, res)
 	}
 	res.Devices = changedDevices(x, res.Changed)
 	res.DurationUS = time.Since(start).Microseconds()
@@ -297,7 +298,7 @@ type written struct {
 
 // applyUnit applies one device's actions (already ordered) into res; unit
 // names the device (or the lone thread, IRQ or sysctl) in reports.
-func applyUnit(w Writer, x *knobIndex, unit string, acts []Action, dryRun, fresh bool, res *Result) {
+func applyUnit(w Writer, x *knobIndex, unit string, acts []Action, dryRun, fresh bool, before func(), res *Result) {
 	var done []written
 	for i, a := range acts {
 		k, err := x.resolveKnob(a)
@@ -326,6 +327,9 @@ func applyUnit(w Writer, x *knobIndex, unit string, acts []Action, dryRun, fresh
 		if dryRun {
 			res.Changed = append(res.Changed, a)
 			continue
+		}
+		if before != nil {
+			before()
 		}
 		if err := writeKnob(w, k, a.Value); err != nil {
 			if vanished(err) {

@@ -158,7 +158,7 @@ func deviceThreads(s *platform.Snapshot, d *platform.Device) []*platform.NAPIThr
 		switch {
 		case t.Device == d.Name, t.Owner == d.Name:
 		case phy != "" && (t.Owner == phy || t.Owner == d.Phy):
-		case d.Driver == "mtk_soc_eth" && isMTKEthThread(t.Name):
+		case d.Driver == mtkSocEth && isMTKEthThread(t.Name):
 		default:
 			if owner, _, ok := matchNAPIName(t.Name); !ok || owner != d.Name {
 				continue

@@ -206,6 +206,9 @@ type Engine struct {
 	// readDecision reads what an apply decides with (see
 	// platform.Reader.ReadDecision); WithReader sets it too.
 	readDecision func(ctx context.Context, root string) (*platform.Snapshot, error)
+	// devices reads what the decision for one netdev needs
+	// (platform.Reader.ReadDevice); nil (WithReader): readDecision.
+	devices *platform.Reader
 
 	// sem serialises applies and mode changes in this process; a channel
 	// so that waiting honours ctx.
@@ -267,14 +270,16 @@ func WithLockWait(d time.Duration) Option { return func(e *Engine) { e.lockWait 
 // WithReader replaces the machine reader, by default a platform.Reader of
 // the engine's own (tests use it to hand in a snapshot).
 func WithReader(read func(ctx context.Context, root string) (*platform.Snapshot, error)) Option {
-	return func(e *Engine) { e.read, e.readInputs, e.readDecision = read, read, read }
+	return func(e *Engine) { e.read, e.readInputs, e.readDecision, e.devices = read, read, read, nil }
 }
 
 // WithPlatformReader makes the engine read the machine through pr (a
 // counting reader, in tests that measure what an apply reads), each kind
 // of read with its own method as with the default reader.
 func WithPlatformReader(pr *platform.Reader) Option {
-	return func(e *Engine) { e.read, e.readInputs, e.readDecision = pr.Read, pr.ReadInputs, pr.ReadDecision }
+	return func(e *Engine) {
+		e.read, e.readInputs, e.readDecision, e.devices = pr.Read, pr.ReadInputs, pr.ReadDecision, pr
+	}
 }
 
 // NewEngine returns an engine for the machine below root ("/" on a router).
@@ -291,6 +296,7 @@ func NewEngine(root string, opts ...Option) *Engine {
 		read:         pr.Read,
 		readInputs:   pr.ReadInputs,
 		readDecision: pr.ReadDecision,
+		devices:      pr,
 		sem:          make(chan struct{}, 1),
 	}
 	for _, o := range opts {
@@ -325,14 +331,29 @@ func (e *Engine) inputs(ctx context.Context) (*platform.Snapshot, error) {
 	return snap, nil
 }
 
-// decisionState is state reading only what an apply decides with: no
-// softnet counters, no model name.
-func (e *Engine) decisionState(ctx context.Context) (*platform.Snapshot, Settings, error) {
-	snap, err := e.readDecision(ctx, e.root)
-	if err != nil {
-		return nil, Settings{}, fmt.Errorf("read %s: %w", e.root, err)
+// othersMatter reports whether the decision for the netdev dev, with the
+// configuration cfg, depends on the other netdevs (see
+// platform.Reader.ReadDevice). It does in every mode but off: the stock
+// rule's CPU loads (legacy, all, auto and what builds on it) add up over
+// the devices assigned before it, and IRQs are tied to netdevs by
+// comparing them all. Mode off gives every queue and thread of dev the
+// same value whatever else exists; only the shared mtk_eth NAPI threads
+// belong to the first mtk_soc_eth netdev of several, so for that driver
+// the others are read in off too; so they are while a config file does
+// not parse (the last good one stands in) and when dev does not exist.
+func (e *Engine) othersMatter(cfg *platform.Config, dev *platform.Device) bool {
+	if dev == nil || dev.Driver == mtkSocEth || len(cfg.Errors) > 0 {
+		return true
 	}
-	return e.settle(snap)
+	e.mu.Lock()
+	e.loadStateLocked()
+	live := e.live
+	e.mu.Unlock()
+	if live != nil {
+		return live.Mode != ModeOff
+	}
+	s, _ := ResolveSettings(&platform.Snapshot{Config: *cfg})
+	return s.Mode != ModeOff
 }
 
 // state reads the machine's inputs and resolves the effective settings.
@@ -524,39 +545,22 @@ func (e *Engine) Apply(ctx context.Context, req ApplyRequest) (*Result, error) {
 // it reads the machine and the settings; otherwise it plans snap with eff.
 func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platform.Snapshot, eff Settings) (*Result, error) {
 	start := time.Now()
-	if snap == nil {
-		var err error
-		if snap, eff, err = e.decisionState(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if req.Device != "" && snapDevice(snap, req.Device) == nil {
-		return nil, fmt.Errorf("no device %q: %w", req.Device, ErrInvalid)
-	}
-	p, err := e.plan(snap, eff)
+	snap, p, actions, err := e.planApply(ctx, req, snap, eff)
 	if err != nil {
 		return nil, err
-	}
-	actions := p.Actions
-	if req.Device != "" {
-		actions = nil
-		pair := PairQueues(snap)
-		for _, a := range p.Actions {
-			if pair.ActionDevice(a) == req.Device {
-				actions = append(actions, a)
-			}
-		}
 	}
 	reason := req.Reason
 	if reason == "" {
 		reason = "manual"
 	}
+	var before func()
+	found := false
 	if !req.DryRun {
-		e.beginApply(reason)
+		before, found = e.beginApply(reason)
 	}
 	// The snapshot was read under the lock this apply holds: the plan's
 	// current values are the live ones, so knobs are not read again.
-	res := applyPlan(ctx, e.writer, snap, actions, req.DryRun, true)
+	res := applyPlan(ctx, e.writer, snap, actions, req.DryRun, true, before)
 	res.Mode = p.Mode
 	if !req.DryRun {
 		// The adaptive state follows the mode: kept (and the loop's
@@ -565,7 +569,7 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 	}
 	res.DurationUS = time.Since(start).Microseconds()
 	if !req.DryRun {
-		e.endApply()
+		e.endApply(len(res.Changed)+len(res.Failed)+len(res.Skipped) > 0, found)
 		e.mu.Lock()
 		e.dropView()
 		e.lastApply = &ApplyRecord{
@@ -580,6 +584,46 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 		e.mu.Unlock()
 	}
 	return res, nil
+}
+
+// planApply is the decision of an apply: the snapshot it reads (with snap
+// nil: the machine, for req.Device only what that device's decision needs),
+// its plan, and the actions it writes (for req.Device, that device's).
+func (e *Engine) planApply(ctx context.Context, req ApplyRequest, snap *platform.Snapshot, eff Settings) (*platform.Snapshot, *Plan, []Action, error) {
+	if snap == nil {
+		var s *platform.Snapshot
+		var err error
+		if req.Device != "" && e.devices != nil {
+			// Only what the device's decision needs.
+			s, err = e.devices.ReadDevice(ctx, e.root, platform.DeviceScope{Device: req.Device, Others: e.othersMatter})
+		} else {
+			s, err = e.readDecision(ctx, e.root)
+		}
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("read %s: %w", e.root, err)
+		}
+		if snap, eff, err = e.settle(s); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if req.Device != "" && snapDevice(snap, req.Device) == nil {
+		return nil, nil, nil, fmt.Errorf("no device %q: %w", req.Device, ErrInvalid)
+	}
+	p, err := e.plan(snap, eff)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	actions := p.Actions
+	if req.Device != "" {
+		actions = nil
+		pair := PairQueues(snap)
+		for _, a := range p.Actions {
+			if pair.ActionDevice(a) == req.Device {
+				actions = append(actions, a)
+			}
+		}
+	}
+	return snap, p, actions, nil
 }
 
 func snapDevice(snap *platform.Snapshot, name string) *platform.Device {

@@ -112,6 +112,10 @@ func matchNAPIName(name string) (owner, id string, ok bool) {
 	}
 }
 
+// mtkSocEth is the MediaTek SoC ethernet driver, whose NAPI threads are
+// named after its dummy netdev "mtk_eth", not after a port.
+const mtkSocEth = "mtk_soc_eth"
+
 // isMTKEthThread reports whether a thread name holds "napi/mtk_eth-", the
 // stock script's test for the mtk_soc_eth driver's shared NAPI thread.
 func isMTKEthThread(name string) bool { return strings.Contains(name, "napi/mtk_eth-") }
@@ -367,7 +371,7 @@ func newTaskIndex(devs []*stockDev) *taskIndex {
 				ix.byName[phy] = pd
 			}
 		}
-		if pd.driver == "mtk_soc_eth" && ix.mtk == nil {
+		if pd.driver == mtkSocEth && ix.mtk == nil {
 			ix.mtk = pd
 		}
 	}

@@ -681,13 +681,11 @@ func writeFile(t *testing.T, path, text string) {
 }
 
 // TestSetModeRaceStockUCI: set_mode with persist racing `uci set
-// packet_steering.globals.note=N; uci commit packet_steering` of a stock uci
-// on PATH: in every round both changes survive.
+// packet_steering.globals.note=N; uci commit packet_steering` of a stock
+// uci: in every round both changes survive. Opt-in: it runs with the stock
+// uci named by PACKET_STEERING_STOCK_UCI (testenv.StockUCI).
 func TestSetModeRaceStockUCI(t *testing.T) {
-	bin, err := exec.LookPath("uci")
-	if err != nil {
-		t.Skip("no stock uci on PATH (build one with openwrt/uci to run this)")
-	}
+	bin := testenv.StockUCI(t)
 	root := configRoot(t, map[string]string{"network": networkConfig,
 		"packet_steering": "\nconfig globals 'globals'\n\toption mode 'auto'\n"})
 	writeFixture(t, root, map[string]string{"var/lock/.keep": ""})

@@ -37,23 +37,37 @@ type UnfinishedApply struct {
 // markerPath is the marker file of the engine's root.
 func (e *Engine) markerPath() string { return filepath.Join(e.runDir, ApplyMarkerFile) }
 
-// beginApply records an apply about to write (the caller holds the apply
-// lock): it takes note of a previous apply's marker and writes its own. A
-// marker that cannot be written does not stop the apply.
-func (e *Engine) beginApply(reason string) {
+// beginApply prepares an apply that may write (the caller holds the apply
+// lock): it takes note of a previous apply's marker and returns whether
+// there was one, and the function to call before each write, which writes
+// this apply's marker before the first (an apply that finds everything in
+// sync writes none). A marker that cannot be written does not stop the
+// apply.
+func (e *Engine) beginApply(reason string) (before func(), found bool) {
 	path := e.markerPath()
 	if prev, err := readMarker(path); err == nil && prev != nil {
 		prev.FoundBy, prev.FoundAt = reason, e.now()
 		e.mu.Lock()
 		e.unfinished = prev
 		e.mu.Unlock()
+		found = true
 	}
-	_ = writeMarker(path, reason, os.Getpid(), e.now())
+	marked := false
+	return func() {
+		if !marked {
+			marked = true
+			_ = writeMarker(path, reason, os.Getpid(), e.now())
+		}
+	}, found
 }
 
-// endApply removes the marker once every write of the apply is done.
-func (e *Engine) endApply() {
-	_ = os.Remove(e.markerPath())
+// endApply removes the marker once every write of the apply is done: its
+// own, when the apply tried to write anything (wrote: it changed, failed or
+// skipped a knob), or the one it found.
+func (e *Engine) endApply(wrote, found bool) {
+	if wrote || found {
+		_ = os.Remove(e.markerPath())
+	}
 }
 
 func writeMarker(path, reason string, pid int, now time.Time) error {

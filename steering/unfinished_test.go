@@ -162,3 +162,79 @@ func TestKillDuringApply(t *testing.T) {
 	}
 	t.Logf("killed with %d of %d knobs written; the start apply wrote the %d left", total-len(dry.Changed), total, len(res.Changed))
 }
+
+// markerCheckWriter is the fixture writer recording, at each write,
+// whether the apply marker exists.
+type markerCheckWriter struct {
+	*FSWriter
+	marker  string
+	missing int // writes made while no marker existed
+	writes  int
+}
+
+func (w *markerCheckWriter) check() {
+	w.writes++
+	if _, err := os.Stat(w.marker); err != nil {
+		w.missing++
+	}
+}
+
+func (w *markerCheckWriter) WriteKnob(rel, value string) error {
+	w.check()
+	return w.FSWriter.WriteKnob(rel, value)
+}
+
+func (w *markerCheckWriter) SetThreadAffinity(pid int, comm, cpus string) error {
+	w.check()
+	return w.FSWriter.SetThreadAffinity(pid, comm, cpus)
+}
+
+// TestApplyMarkerOnlyWhenWriting: an apply that writes has its marker in
+// place at every write and removes it after; an apply that finds
+// everything in sync writes no marker at all (the marker path here is a
+// link to a file that must never come to exist), and one that finds a
+// previous apply's marker removes it even when it writes nothing.
+func TestApplyMarkerOnlyWhenWriting(t *testing.T) {
+	ctx := context.Background()
+	root := fixturetest.Root(t, "ipq807x", nil)
+	marker := filepath.Join(root, "var/run", ApplyMarkerFile)
+	w := &markerCheckWriter{FSWriter: NewFSWriter(root), marker: marker}
+	e := NewEngine(root, WithWriter(w))
+	res, err := e.Apply(ctx, ApplyRequest{Reason: "first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Changed) == 0 || w.writes == 0 {
+		t.Fatalf("first apply wrote nothing (%d changed)", len(res.Changed))
+	}
+	if w.missing != 0 {
+		t.Errorf("%d of %d writes made without the marker", w.missing, w.writes)
+	}
+	if _, err := os.Lstat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("marker left after the apply: %v", err)
+	}
+
+	target := filepath.Join(t.TempDir(), "created")
+	if err := os.Symlink(target, marker); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.Apply(ctx, ApplyRequest{Reason: "in sync"}); err != nil || len(res.Changed) != 0 {
+		t.Fatalf("second apply: %v, changed %v", err, res)
+	}
+	if _, err := os.Stat(target); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("an in-sync apply wrote its marker (%v)", err)
+	}
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := os.WriteFile(marker, []byte("pid=4242\nreason=\"killed\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.Apply(ctx, ApplyRequest{Reason: "after a kill"}); err != nil || len(res.Changed) != 0 {
+		t.Fatalf("third apply: %v, changed %v", err, res)
+	}
+	if _, err := os.Lstat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the previous apply's marker is still there: %v", err)
+	}
+}

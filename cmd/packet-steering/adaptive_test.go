@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -264,26 +263,8 @@ func TestDaemonAdaptiveIdleCost(t *testing.T) {
 		}
 	}
 	_, sock := ubustest.Start(t)
-	cmd, err := testenv.HelperCommand("daemon", "PS_DAEMON_ARGS=daemon\x1f--log\x1fstderr\x1f--socket\x1f"+sock+"\x1f--root\x1f"+root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
+	d := startDaemonProcess(t, sock, root)
+	cmd, stderr := d.cmd, d.stderr
 	waitForObject(t, sock, 5*time.Second)
 	if code, _, errOut := callCmd(t, sock, "set_mode", `{"mode":"adaptive","persist":false}`); code != 0 {
 		t.Fatalf("set_mode adaptive: %s", errOut)

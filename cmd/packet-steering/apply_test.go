@@ -37,29 +37,12 @@ func cliRoot(t *testing.T) string {
 		"sys/devices/system/cpu/cpu1/online":                       "1\n",
 		"proc/net/softnet_stat":                                    "00000010 00000001 00000002 00000000 00000000 00000000 00000000 00000000 00000000 00000005 00000000 00000000 00000000\n00000020 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000001\n",
 	}
-	for rel, content := range files {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	links := map[string]string{
 		"sys/class/net/eth0":       "../../devices/virtual/net/eth0",
 		"sys/bus/cpu/devices/cpu0": "../../../devices/system/cpu/cpu0",
 		"sys/bus/cpu/devices/cpu1": "../../../devices/system/cpu/cpu1",
 	}
-	for rel, target := range links {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(target, p); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeTree(t, root, files, links)
 	return root
 }
 

@@ -598,22 +598,8 @@ func TestDaemonProcessSignals(t *testing.T) {
 	root := fixturetest.Root(t, "demo", nil)
 	_, sock := ubustest.Start(t)
 	events := listenApplied(t, sock)
-	cmd, err := testenv.HelperCommand("daemon", "PS_DAEMON_ARGS=daemon\x1f--log\x1fstderr\x1f--socket\x1f"+sock+"\x1f--root\x1f"+root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
+	d := startDaemonProcess(t, sock, root)
+	cmd, stderr := d.cmd, d.stderr
 	waitForObject(t, sock, 5*time.Second)
 	if ev := waitEvent(t, events); ev["reason"] != "start" {
 		t.Errorf("start event = %v", ev)
@@ -650,9 +636,9 @@ func TestDaemonProcessSignals(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-exited:
-		if waitErr != nil {
-			t.Errorf("daemon exit: %v\n%s", waitErr, stderr.String())
+	case <-d.exited:
+		if d.err != nil {
+			t.Errorf("daemon exit: %v\n%s", d.err, stderr.String())
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatalf("daemon did not exit on SIGTERM\n%s", stderr.String())

@@ -2,8 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -25,21 +23,7 @@ func TestStatusOtherWriters(t *testing.T) {
 		"etc/packet-steering/takeover":            "packet_steering enabled\nsmp_affinity enabled\n",
 		"usr/libexec/platform/packet-steering.sh": "#!/bin/sh\n",
 	}
-	for rel, content := range files {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.MkdirAll(filepath.Join(root, "etc/rc.d"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("../init.d/irqbalance", filepath.Join(root, "etc/rc.d/S90irqbalance")); err != nil {
-		t.Fatal(err)
-	}
+	writeTree(t, root, files, map[string]string{"etc/rc.d/S90irqbalance": "../init.d/irqbalance"})
 	code, out, errs := runCLI(t, "status", "--root", root, "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)

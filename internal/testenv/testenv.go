@@ -62,6 +62,42 @@ func Short(t testing.TB, what string) {
 	}
 }
 
+// OptIn returns the value of the environment variable env, which a person
+// sets to run a test that needs what CI does not have (what says what to
+// set it to). Unset or empty, the test is skipped with a message naming
+// env and what; that skip is a choice, not a want of the environment, so
+// Required does not turn it into a failure. Set, the test runs, and what
+// the value names must work: the test fails otherwise.
+func OptIn(t testing.TB, env, what string) string {
+	t.Helper()
+	v := os.Getenv(env)
+	if v == "" {
+		t.Skipf("opt-in test: set %s to %s to run it", env, what)
+	}
+	return v
+}
+
+// StockUCIEnv names the stock uci binary (openwrt/uci's command line
+// tool, built locally: OpenWrt has it, CI does not) for the tests that race
+// it against this project's commits.
+const StockUCIEnv = "PACKET_STEERING_STOCK_UCI"
+
+// StockUCI returns the path of the stock uci binary StockUCIEnv names, or
+// skips t when it is not set (see OptIn); a value that is not an
+// executable fails t.
+func StockUCI(t testing.TB) string {
+	t.Helper()
+	v := OptIn(t, StockUCIEnv, "the path of a stock uci binary (openwrt/uci)")
+	if v == "" {
+		return ""
+	}
+	p, err := exec.LookPath(v)
+	if err != nil {
+		t.Fatalf("%s=%s: %v", StockUCIEnv, v, err)
+	}
+	return p
+}
+
 // HelperEnv names, in a re-executed test binary's environment, the helper
 // process it is to be instead of running tests.
 const HelperEnv = "PACKET_STEERING_TEST_HELPER"

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -54,5 +55,38 @@ func TestNeedTool(t *testing.T) {
 	NeedTool(r, "no-such-tool-packet-steering")
 	if r.ended == "" || r.ended[:5] != "fail:" {
 		t.Errorf("missing tool with the switch: ended %q, want a failure", r.ended)
+	}
+}
+
+func TestStockUCI(t *testing.T) {
+	tests := []struct {
+		name, value, required string
+		want                  string // how the test ends: "" (runs), "skip", "fail"
+	}{
+		{"unset: skipped", "", "", "skip"},
+		{"unset: skipped even when kernel tests are required", "", "1", "skip"},
+		{"an executable: runs", "/bin/sh", "1", ""},
+		{"not an executable: fails", "/nonexistent/uci", "", "fail"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(StockUCIEnv, tt.value)
+			t.Setenv(RequireKernelEnv, tt.required)
+			r := &recorder{}
+			got := StockUCI(r)
+			ended := r.ended
+			if i := strings.IndexByte(ended, ':'); i >= 0 {
+				ended = ended[:i]
+			}
+			if ended != tt.want {
+				t.Fatalf("ended %q, want %q", r.ended, tt.want)
+			}
+			if tt.want == "" && got != tt.value {
+				t.Errorf("StockUCI = %q, want %q", got, tt.value)
+			}
+			if tt.want == "skip" && !strings.Contains(r.ended, StockUCIEnv) {
+				t.Errorf("skip message %q does not name %s", r.ended, StockUCIEnv)
+			}
+		})
 	}
 }

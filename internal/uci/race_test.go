@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/packet-steering/packet-steering/internal/testenv"
 )
 
 // stockCommit changes one option the way `uci set` + `uci commit` does,
@@ -169,13 +171,11 @@ func TestRaceWithStockProtocol(t *testing.T) {
 }
 
 // TestRaceWithStockUCI: Update racing the stock `uci set` + `uci commit`
-// (when a uci binary is on PATH) loses no change; the rounds two stock
-// processes lose racing each other are logged for comparison.
+// loses no change; the rounds two stock processes lose racing each other
+// are logged for comparison. Opt-in: it runs with the stock uci named by
+// PACKET_STEERING_STOCK_UCI (testenv.StockUCI).
 func TestRaceWithStockUCI(t *testing.T) {
-	bin, err := exec.LookPath("uci")
-	if err != nil {
-		t.Skip("no stock uci on PATH (build one with openwrt/uci to run this)")
-	}
+	bin := testenv.StockUCI(t)
 	savedir := t.TempDir()
 	stockCLI := writer(func(dir, option, value string) error {
 		for _, args := range [][]string{
@@ -188,16 +188,17 @@ func TestRaceWithStockUCI(t *testing.T) {
 		}
 		return nil
 	})
-	// Skip a uci that is not libuci's CLI (the shell tests' stand-in).
+	// The uci named must be libuci's CLI (not, say, the shell tests'
+	// stand-in).
 	probe := t.TempDir()
 	writeFile(t, filepath.Join(probe, "counter"), "config counter 'c'\n", 0o600)
 	if err := stockCLI(probe, "w0", "1"); err != nil {
-		t.Skipf("uci on PATH (%s) does not work as the stock CLI: %v", bin, err)
+		t.Fatalf("%s does not work as the stock CLI: %v", bin, err)
 	}
 	if p, err := Load(probe, "counter"); err != nil {
-		t.Skipf("uci on PATH (%s) does not work as the stock CLI: %v", bin, err)
+		t.Fatalf("%s does not work as the stock CLI: %v", bin, err)
 	} else if v, _ := p.Get("c", "w0"); v != "1" {
-		t.Skipf("uci on PATH (%s) did not commit", bin)
+		t.Fatalf("%s did not commit", bin)
 	}
 	ours := writer(func(dir, option, value string) error { return updateCommit(dir, "counter", option, value) })
 	const rounds = 100
