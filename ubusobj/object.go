@@ -483,16 +483,32 @@ func (o *Object) Adapt(ctx context.Context, moves []steering.Move) (*steering.Re
 	return res, nil
 }
 
-func (o *Object) logApply(reason string, res *steering.Result) {
-	logf := o.log.Info
-	if len(res.Failed) > 0 {
-		logf = o.log.Warn
+// logApply logs an apply: at info when it changed knobs, at error (syslog
+// err) when a knob could not be written, with one line per failed write,
+// so that a priority filter on the system log (`logread | grep
+// daemon.err`) shows the failures and only them. An apply that found
+// everything in place is logged at debug only: procd runs a reload on
+// every interface event and hotplug an apply for every new netdev
+// (VLANs, bridges, wifi interfaces, PPP), and on a router those lines
+// would fill logd's buffer with "nothing to do".
+func (o *Object) logApply(reason string, res *steering.Result) { LogApply(o.log, reason, res) }
+
+// LogApply logs the result of an apply to log as the daemon does (see
+// logApply); the one-shot `packet-steering apply --syslog` that the init
+// and hotplug scripts run when no daemon serves logs the same lines.
+func LogApply(log Logger, reason string, res *steering.Result) {
+	logf := log.Info
+	switch {
+	case len(res.Failed) > 0:
+		logf = log.Error
+	case len(res.Changed) == 0:
+		logf = log.Debug
 	}
 	logf("applied", "reason", reason, "mode", string(res.Mode),
 		"changed", len(res.Changed), "unchanged", res.Unchanged, "failed", len(res.Failed),
 		"duration_us", res.DurationUS)
 	for _, f := range res.Failed {
-		o.log.Warn("write failed", "kind", f.Action.Kind, "target", target(f.Action), "value", f.Action.Value, "err", f.Error)
+		log.Error("write failed", "kind", f.Action.Kind, "target", target(f.Action), "value", f.Action.Value, "err", f.Error)
 	}
 }
 
