@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/packet-steering/packet-steering/steering"
+	"github.com/packet-steering/packet-steering/ubusobj"
 )
 
 // runApply is `packet-steering apply`: one apply of the configured plan under
@@ -18,11 +19,15 @@ func runApply(ctx context.Context, env *cliEnv, args []string) error {
 	reason := fs.String("reason", "cli", "why this apply runs (shown in status)")
 	device := fs.String("device", "", "apply only this netdev `DEV` (and its NAPI threads and IRQs)")
 	dryRun := fs.Bool("dry-run", false, "show what would change, write nothing")
+	toSyslog := fs.Bool("syslog", false, "also log the apply to the system log as the daemon does (for the init and hotplug scripts, whose output goes nowhere)")
 	if help, err := c.parse(args); help || err != nil {
 		return err
 	}
 	eng := oneShotEngine(c.rootDir())
 	res, err := eng.Apply(ctx, steering.ApplyRequest{Reason: *reason, Device: *device, DryRun: *dryRun})
+	if *toSyslog && !*dryRun {
+		syslogApply(env, *reason, res, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -33,6 +38,30 @@ func runApply(ctx context.Context, env *cliEnv, args []string) error {
 		return &exitError{code: 1, msg: fmt.Sprintf("%d action(s) failed; their devices were rolled back", len(res.Failed))}
 	}
 	return nil
+}
+
+// syslogApply logs a one-shot apply, or why it failed, to the system log
+// with the daemon's lines and priorities (ubusobj.LogApply): where no
+// daemon serves (rpcd's plugin on a single-CPU router, early boot, a
+// respawn), the init and hotplug scripts' applies show in logread as the
+// daemon's do. Without a syslog socket it says so on stderr.
+func syslogApply(env *cliEnv, reason string, res *steering.Result, applyErr error) {
+	path := env.syslogPath
+	if path == "" {
+		path = defaultSyslogPath
+	}
+	sys, err := dialSyslog(path, "packet-steering")
+	if err != nil {
+		fmt.Fprintf(env.stderr, "packet-steering apply: not logged: %v\n", err)
+		return
+	}
+	defer sys.Close()
+	log := newSyslogLogger(sys, env.stderr, false)
+	if applyErr != nil {
+		log.Error("apply failed", "reason", reason, "err", applyErr)
+		return
+	}
+	ubusobj.LogApply(log, reason, res)
 }
 
 // printResult writes a Result as a summary line and one row per action that

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/steering"
@@ -164,5 +167,74 @@ func TestStatusCommand(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, "status", "--root", filepath.Join(root, "nope")); code != 2 || !strings.Contains(stderr, "nope") {
 		t.Errorf("missing root: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestApplySyslog: `apply --syslog` (what the init and hotplug scripts run
+// where no daemon serves) logs its apply to the system log as the daemon
+// does: a change at info, nothing to do at debug (not sent), a failure at
+// err; without --syslog, or with --dry-run, nothing is sent.
+func TestApplySyslog(t *testing.T) {
+	root := cliRoot(t)
+	path := filepath.Join(t.TempDir(), "log")
+	l, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	tag := "packet-steering[" + strconv.Itoa(os.Getpid()) + "]: "
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string // prefix of the one record sent; "" none
+	}{
+		{"dry run", []string{"--dry-run", "--syslog"}, 0, ""},
+		// writes rps_cpus, so the next case has nothing to do
+		{"no --syslog", []string{"--reason", "x"}, 0, ""},
+		{"nothing to do", []string{"--reason", "hotplug", "--syslog"}, 0, ""},
+		{"a change", []string{"--reason", "hotplug", "--syslog"}, 0, "<30>" + tag + "applied reason=hotplug mode=custom changed=1 "},
+		{"a failure", []string{"--reason", "hotplug", "--device", "eth9", "--syslog"}, 2, "<27>" + tag + "apply failed reason=hotplug err="},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "a change" {
+				if err := os.WriteFile(filepath.Join(root, "sys/class/net/eth0/queues/rx-0/rps_cpus"), []byte("0\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var out, errb bytes.Buffer
+			env := &cliEnv{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), syslogPath: path}
+			if code := run(context.Background(), env, append([]string{"apply", "--root", root}, tc.args...)); code != tc.code {
+				t.Fatalf("exit %d, want %d; stderr %q", code, tc.code, errb.String())
+			}
+			buf := make([]byte, 4096)
+			_ = l.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+			n, err := l.Read(buf)
+			switch {
+			case tc.want == "" && err == nil:
+				t.Errorf("sent %q, want nothing", buf[:n])
+			case tc.want != "" && err != nil:
+				t.Errorf("nothing sent (%v), want %q...", err, tc.want)
+			case tc.want != "" && !strings.HasPrefix(string(buf[:n]), tc.want):
+				t.Errorf("sent %q, want %q...", buf[:n], tc.want)
+			}
+		})
+	}
+}
+
+// TestApplySyslogWithoutSocket: no syslog socket: the apply still runs and
+// says on stderr that it was not logged.
+func TestApplySyslogWithoutSocket(t *testing.T) {
+	root := cliRoot(t)
+	var out, errb bytes.Buffer
+	env := &cliEnv{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), syslogPath: filepath.Join(t.TempDir(), "none")}
+	if code := run(context.Background(), env, []string{"apply", "--root", root, "--syslog"}); code != 0 {
+		t.Fatalf("exit %d; stderr %q", code, errb.String())
+	}
+	if rpsOf(t, root) != "2" {
+		t.Errorf("rps_cpus %q, want 2", rpsOf(t, root))
+	}
+	if !strings.Contains(errb.String(), "not logged") {
+		t.Errorf("stderr %q, want a note that the apply was not logged", errb.String())
 	}
 }

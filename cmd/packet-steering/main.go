@@ -29,6 +29,9 @@ type cliEnv struct {
 	stdout io.Writer
 	stderr io.Writer
 	stdin  io.Reader
+	// syslogPath is the system log socket of `apply --syslog` ("":
+	// defaultSyslogPath, /dev/log).
+	syslogPath string
 }
 
 // usageError is bad input from the caller: exit status 2, nothing changed.

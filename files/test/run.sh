@@ -304,12 +304,12 @@ for shell in $shells; do
 	expect_not "$t hotplug add, daemon down: no ubus call" '^ubus .*call'
 	if wait_for '^packet-steering done'; then ok "$t hotplug add, daemon down: one-shot ran"; else nok "$t hotplug add, daemon down: one-shot ran" "$(cat "$sb/calls")"; fi
 	expect "$t hotplug add, daemon down: one-shot bounded by timeout" \
-		'^timeout [0-9]+ packet-steering apply --reason hotplug$'
+		'^timeout [0-9]+ packet-steering apply --reason hotplug --syslog$'
 
 	new_sandbox
 	FAKE_UBUS_UP=1 FAKE_UBUS_CALL_RC=7 ACTION=add DEVICENAME=eth1 run "$SH" -c '. "$STANDINS"; ( . "$1" )' sh "$hotplug"
 	wait_for '^packet-steering done' >/dev/null
-	expect "$t hotplug add, ubus call fails: one-shot instead" '^packet-steering apply --reason hotplug$'
+	expect "$t hotplug add, ubus call fails: one-shot instead" '^packet-steering apply --reason hotplug --syslog$'
 
 	new_sandbox
 	FAKE_UBUS_UP=1 ACTION=remove DEVICENAME=eth0 run "$SH" -c '. "$STANDINS"; ( . "$1" )' sh "$hotplug"
@@ -386,7 +386,7 @@ for shell in $shells; do
 
 	new_sandbox
 	FAKE_UBUS_UP=0 run "$SH" "$tmp/rc.common" "$init" reload
-	expect "$t init reload, daemon down: one-shot" '^packet-steering apply --reason reload$'
+	expect "$t init reload, daemon down: one-shot" '^packet-steering apply --reason reload --syslog$'
 
 	# Reload after a network change: the network page's steering settings,
 	# when they changed since last noted, reach packet_steering first.
@@ -444,7 +444,7 @@ for shell in $shells; do
 	new_sandbox
 	FAKE_PS_OWNER=rpcd FAKE_UBUS_UP=1 run "$SH" "$tmp/rc.common" "$init" start
 	expect_not "$t init start, owner rpcd: no daemon instance" '^procd_open_instance'
-	expect "$t init start, owner rpcd: one-shot apply" '^packet-steering apply --reason start$'
+	expect "$t init start, owner rpcd: one-shot apply" '^packet-steering apply --reason start --syslog$'
 	expect_not "$t init start, owner rpcd at boot, object registered: rpcd not restarted" '^rpcd restart'
 	expect "$t init start, owner rpcd: triggers still registered" '^procd_add_reload_trigger firewall packet_steering$'
 	expect_owner "$t init start, owner rpcd: recorded" rpcd
@@ -464,7 +464,7 @@ for shell in $shells; do
 	new_sandbox
 	record_owner rpcd
 	FAKE_PS_OWNER=rpcd FAKE_UBUS_UP=1 run "$SH" "$tmp/rc.common" "$init" reload
-	expect "$t init reload, owner rpcd: one-shot apply" '^packet-steering apply --reason reload$'
+	expect "$t init reload, owner rpcd: one-shot apply" '^packet-steering apply --reason reload --syslog$'
 	expect_not "$t init reload, owner rpcd: no ubus call" '^ubus .*call'
 	expect_not "$t init reload, owner rpcd: no restart" '^(restart|rpcd)'
 
@@ -477,7 +477,7 @@ for shell in $shells; do
 	expect "$t switch daemon -> rpcd: rpcd restarted" '^rpcd restart$'
 	if [ "$(count '^rpcd restart$')" = 1 ]; then ok "$t switch daemon -> rpcd: rpcd restarted once"; else nok "$t switch daemon -> rpcd: rpcd restarted once" "$(cat "$sb/calls")"; fi
 	expect_not "$t switch daemon -> rpcd: no daemon instance" '^procd_open_instance'
-	expect "$t switch daemon -> rpcd: one-shot apply" '^packet-steering apply --reason start$'
+	expect "$t switch daemon -> rpcd: one-shot apply" '^packet-steering apply --reason start --syslog$'
 	expect_owner "$t switch daemon -> rpcd: recorded" rpcd
 	a=$(grep -n '^ubus list packet_steering$' "$sb/calls" | head -n 1 | cut -d: -f1)
 	r=$(grep -n '^rpcd restart$' "$sb/calls" | cut -d: -f1)
