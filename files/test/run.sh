@@ -491,6 +491,8 @@ for shell in $shells; do
 	expect "$t switch rpcd -> daemon: restart" '^restart$'
 	if [ "$(count '^rpcd restart$')" = 1 ]; then ok "$t switch rpcd -> daemon: rpcd restarted once"; else nok "$t switch rpcd -> daemon: rpcd restarted once" "$(cat "$sb/calls")"; fi
 	expect "$t switch rpcd -> daemon: daemon instance" '^procd_set_param command /usr/sbin/packet-steering daemon$'
+	expect "$t switch rpcd -> daemon: the log names the daemon" '^logger .*served by daemon; restarting rpcd'
+	expect_not "$t switch rpcd -> daemon: not 'served by nobody'" 'served by nobody'
 	expect_not "$t switch rpcd -> daemon: no one-shot" '^packet-steering apply'
 	expect_owner "$t switch rpcd -> daemon: recorded" daemon
 

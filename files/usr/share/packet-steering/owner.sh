@@ -91,11 +91,12 @@ ps_owner_start() {
 }
 
 # ps_owner_stop: the service stops; a plugin serving the object stops
-# serving it too (rpcd drops it when it lists again).
+# serving it too (rpcd drops it when it lists again). PS_NEXT_OWNER names
+# who serves next when the stop is half of an owner switch (for the log).
 ps_owner_stop() {
 	ps_last="$(ps_owner_recorded)"
 	ps_owner_record stopped
-	[ "$ps_last" = rpcd ] && ps_rpcd_relist nobody
+	[ "$ps_last" = rpcd ] && ps_rpcd_relist "${PS_NEXT_OWNER:-nobody}"
 	return 0
 }
 
