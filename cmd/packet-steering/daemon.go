@@ -45,7 +45,7 @@ type daemonConfig struct {
 	trim     func()
 	// takeover, when set, takes steering back from netifd's service when
 	// procd announces that it started (serviceWatch); nil watches nothing.
-	takeover func(ctx context.Context)
+	takeover func(ctx context.Context, apply func(reason string))
 	// adaptive, when set, configures the adaptive mode's loop instead of
 	// the `config adaptive` section of UCI (zero: from UCI).
 	adaptive steering.AdaptiveConfig
@@ -103,9 +103,9 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 	default:
 		return usagef("--log %q: want auto, syslog or stderr", *logTo)
 	}
-	var takeover func(context.Context)
+	var takeover func(context.Context, func(string))
 	if _, err := os.Stat(ownInit); err == nil && c.rootDir() == "/" {
-		takeover = runInitReload(log, *socket)
+		takeover = runTakeover(log, *socket)
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)

@@ -36,9 +36,9 @@ const (
 // serviceWatch reacts to procd's service events.
 type serviceWatch struct {
 	log *lineLogger
-	// takeover takes steering back from the stock service; apply
-	// re-applies with a reason.
-	takeover func(ctx context.Context)
+	// takeover takes steering back from the stock service, with apply
+	// to re-apply itself where it must; apply re-applies with a reason.
+	takeover func(ctx context.Context, apply func(reason string))
 	apply    func(reason string)
 
 	mu      sync.Mutex
@@ -88,7 +88,7 @@ func (w *serviceWatch) startTakeover() {
 	go func() {
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), takeoverTimeout)
-			w.takeover(ctx)
+			w.takeover(ctx, w.apply)
 			cancel()
 			w.mu.Lock()
 			if !w.again {
@@ -102,7 +102,7 @@ func (w *serviceWatch) startTakeover() {
 	}()
 }
 
-// runInitReload is the takeover on a router: `/etc/init.d/packet-steering
+// runTakeover is the takeover on a router: `/etc/init.d/packet-steering
 // reload` (ps_takeover, then an apply through ubus), run by rpcd on
 // request over ubus (`ubus call rc init '{"name":"packet-steering",
 // "action":"reload"}'`; rpcd's rc object runs the init scripts of
@@ -110,12 +110,41 @@ func (w *serviceWatch) startTakeover() {
 // daemon itself neither forks nor execs: fork/exec cost the mipsle router
 // binary about 25 KB. It runs outside the apply path, on the watcher's
 // goroutine, on a connection of its own; ctx bounds the call.
-func runInitReload(log *lineLogger, socket string) func(ctx context.Context) {
-	return func(ctx context.Context) {
-		if err := callInitReload(ctx, socket); err != nil {
-			log.Error("taking over from netifd's packet_steering service failed", "err", err)
+//
+// Where rpcd cannot do it (not on ubus: restarting, or, as seen under the
+// real procd, gone from ubus after ubusd was restarted, since rpcd does
+// not register its objects again), procd itself stops the stock service
+// (`ubus call service delete '{"name":"packet_steering"}'`, what its init
+// script's stop does: its triggers go with it) and the daemon re-applies
+// (reason "takeover"). The stock service stays as enabled or disabled as
+// it was: netifd's upgrade starts it without enabling it.
+func runTakeover(log *lineLogger, socket string) func(ctx context.Context, apply func(reason string)) {
+	return func(ctx context.Context, apply func(reason string)) {
+		err := callInitReload(ctx, socket)
+		if err == nil {
+			return
 		}
+		log.Warn("taking over through rpcd failed; stopping netifd's packet_steering service through procd", "err", err)
+		if err := callStopStock(ctx, socket); err != nil {
+			log.Error("taking over from netifd's packet_steering service failed", "err", err)
+			return
+		}
+		apply("takeover")
 	}
+}
+
+// callStopStock asks procd (its object "service") to stop netifd's
+// packet_steering service.
+func callStopStock(ctx context.Context, socket string) error {
+	conn, err := ubus.Dial(ctx, socket)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.Call(ctx, procdServiceObject, "delete", []ubus.Attr{ubus.String("name", stockService)}); err != nil {
+		return fmt.Errorf("ubus call %s delete %s: %w", procdServiceObject, stockService, err)
+	}
+	return nil
 }
 
 // callInitReload asks rpcd's rc object on the broker at socket to reload

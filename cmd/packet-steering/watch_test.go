@@ -38,7 +38,7 @@ func TestDaemonTakesOverWhenStockServiceStarts(t *testing.T) {
 	go func() {
 		done <- serveDaemon(dctx, daemonConfig{socket: sock, engine: steering.NewEngine(root),
 			log: newDaemonLogger(log, true), connectWait: 2 * time.Second, drainWait: time.Second,
-			takeover: func(context.Context) { takeovers <- struct{}{} }})
+			takeover: func(context.Context, func(string)) { takeovers <- struct{}{} }})
 	}()
 	defer func() {
 		stop()
@@ -91,7 +91,7 @@ func TestServiceWatchCoalesces(t *testing.T) {
 	release := make(chan struct{})
 	runs := make(chan struct{}, 16)
 	w := &serviceWatch{log: newDaemonLogger(&lockedBuffer{}, false), apply: func(string) {},
-		takeover: func(context.Context) { runs <- struct{}{}; <-release }}
+		takeover: func(context.Context, func(string)) { runs <- struct{}{}; <-release }}
 	start := []ubus.Attr{ubus.String("service", stockService)}
 	w.notified("service.start", start)
 	<-runs
@@ -155,6 +155,71 @@ func TestInitReloadThroughRC(t *testing.T) {
 			}
 			if got["name"] != "packet-steering" || got["action"] != "reload" || len(args) != 2 {
 				t.Errorf("rc init args = %+v, want name packet-steering, action reload", args)
+			}
+		})
+	}
+}
+
+// TestTakeoverFallsBackToProcd: where rpcd's rc object is missing (seen
+// under the real procd after ubusd restarted: rpcd does not register
+// again), the takeover stops the stock service through procd's `service
+// delete` and re-applies; with rc there, rc alone does it; with neither,
+// nothing is applied and the failure is logged at err.
+func TestTakeoverFallsBackToProcd(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		rc, procd   bool
+		wantDeletes int
+		wantApply   bool
+		wantLog     string
+	}{
+		{name: "rc reloads", rc: true, procd: true},
+		{name: "no rc: procd stops it", procd: true, wantDeletes: 1, wantApply: true, wantLog: "stopping netifd's packet_steering service through procd"},
+		{name: "neither", wantLog: "level=ERROR msg=\"taking over from netifd's packet_steering service failed\""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, sock := ubustest.Start(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			peer := dialTest(t, sock)
+			if tc.rc {
+				rc := &ubus.Object{Path: rcObject, Methods: []ubus.Method{{Name: "init",
+					Handler: func(context.Context, *ubus.Request) ([]ubus.Attr, error) { return nil, nil }}}}
+				if err := peer.AddObject(ctx, rc); err != nil {
+					t.Fatal(err)
+				}
+			}
+			deletes := make(chan string, 4)
+			if tc.procd {
+				svc := &ubus.Object{Path: procdServiceObject, Methods: []ubus.Method{{Name: "delete",
+					Handler: func(_ context.Context, req *ubus.Request) ([]ubus.Attr, error) {
+						for _, a := range req.Args {
+							if a.Name == "name" {
+								deletes <- a.Str
+							}
+						}
+						return nil, nil
+					}}}}
+				if err := peer.AddObject(ctx, svc); err != nil {
+					t.Fatal(err)
+				}
+			}
+			log := &lockedBuffer{}
+			var applied []string
+			runTakeover(newDaemonLogger(log, false), sock)(ctx, func(reason string) { applied = append(applied, reason) })
+			close(deletes)
+			var got []string
+			for d := range deletes {
+				got = append(got, d)
+			}
+			if len(got) != tc.wantDeletes || (tc.wantDeletes > 0 && got[0] != stockService) {
+				t.Errorf("service delete calls %q, want %d for %q", got, tc.wantDeletes, stockService)
+			}
+			if tc.wantApply != (len(applied) == 1 && applied[0] == "takeover") {
+				t.Errorf("applies %q, want one 'takeover': %v", applied, tc.wantApply)
+			}
+			if !strings.Contains(log.String(), tc.wantLog) {
+				t.Errorf("log %q, want %q", log.String(), tc.wantLog)
 			}
 		})
 	}
