@@ -640,7 +640,7 @@ n_to="$(log_count 'taking over again')"
 ns /etc/init.d/packet_steering start
 check "[ubusd restart] the daemon noticed the stock service" wait_until 10 log_more 'taking over again' "$n_to"
 check "[ubusd restart] stock service stopped (through procd: rpcd is off ubus)" wait_until 10 svc_absent packet_steering
-check "[ubusd restart] logread: the fallback at warning" log_has "daemon\.warn packet-steering\[[0-9]+\]: taking over through rpcd failed; stopping netifd's packet_steering service through procd"
+check "[ubusd restart] logread: the fallback at warning" log_has "daemon\.warn packet-steering\[[0-9]+\]: takeover through rpcd failed; stopping the stock service through procd"
 check "[ubusd restart] psp0 tx-1 XPS ours again" wait_until 10 xps_is psp0 "$xps"
 ns /etc/init.d/rpcd restart >/dev/null 2>&1
 wait_until 10 ns ubus list rc

@@ -19,7 +19,7 @@ func runApply(ctx context.Context, env *cliEnv, args []string) error {
 	reason := fs.String("reason", "cli", "why this apply runs (shown in status)")
 	device := fs.String("device", "", "apply only this netdev `DEV` (and its NAPI threads and IRQs)")
 	dryRun := fs.Bool("dry-run", false, "show what would change, write nothing")
-	toSyslog := fs.Bool("syslog", false, "also log the apply to the system log as the daemon does (for the init and hotplug scripts, whose output goes nowhere)")
+	toSyslog := fs.Bool("syslog", false, "also log the apply to the system log, as the daemon does")
 	if help, err := c.parse(args); help || err != nil {
 		return err
 	}

@@ -124,8 +124,9 @@ func runTakeover(log *lineLogger, socket string) func(ctx context.Context, apply
 		if err == nil {
 			return
 		}
-		log.Warn("taking over through rpcd failed; stopping netifd's packet_steering service through procd", "err", err)
-		if err := callStopStock(ctx, socket); err != nil {
+		log.Warn("takeover through rpcd failed; stopping the stock service through procd", "err", err)
+		// procd's object "service": stop netifd's packet_steering service.
+		if err := callOnce(ctx, socket, procdServiceObject, "delete", ubus.String("name", stockService)); err != nil {
 			log.Error("taking over from netifd's packet_steering service failed", "err", err)
 			return
 		}
@@ -133,32 +134,27 @@ func runTakeover(log *lineLogger, socket string) func(ctx context.Context, apply
 	}
 }
 
-// callStopStock asks procd (its object "service") to stop netifd's
-// packet_steering service.
-func callStopStock(ctx context.Context, socket string) error {
-	conn, err := ubus.Dial(ctx, socket)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if _, err := conn.Call(ctx, procdServiceObject, "delete", []ubus.Attr{ubus.String("name", stockService)}); err != nil {
-		return fmt.Errorf("ubus call %s delete %s: %w", procdServiceObject, stockService, err)
-	}
-	return nil
-}
-
 // callInitReload asks rpcd's rc object on the broker at socket to reload
 // the init script ownInit.
 func callInitReload(ctx context.Context, socket string) error {
+	return callOnce(ctx, socket, rcObject, "init", ubus.String("name", ownInitName), ubus.String("action", "reload"))
+}
+
+// callOnce calls object's method with args (string attributes) on a
+// connection of its own; an error names the call as the ubus CLI would
+// write it ("ubus call rc init packet-steering reload: ...").
+func callOnce(ctx context.Context, socket, object, method string, args ...ubus.Attr) error {
 	conn, err := ubus.Dial(ctx, socket)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if _, err := conn.Call(ctx, rcObject, "init", []ubus.Attr{
-		ubus.String("name", ownInitName), ubus.String("action", "reload"),
-	}); err != nil {
-		return fmt.Errorf("ubus call %s init %s reload: %w", rcObject, ownInitName, err)
+	if _, err := conn.Call(ctx, object, method, args); err != nil {
+		name := "ubus call " + object + " " + method
+		for _, a := range args {
+			name += " " + a.Str
+		}
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
 }

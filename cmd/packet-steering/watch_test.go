@@ -174,7 +174,7 @@ func TestTakeoverFallsBackToProcd(t *testing.T) {
 		wantLog     string
 	}{
 		{name: "rc reloads", rc: true, procd: true},
-		{name: "no rc: procd stops it", procd: true, wantDeletes: 1, wantApply: true, wantLog: "stopping netifd's packet_steering service through procd"},
+		{name: "no rc: procd stops it", procd: true, wantDeletes: 1, wantApply: true, wantLog: "stopping the stock service through procd"},
 		{name: "neither", wantLog: "level=ERROR msg=\"taking over from netifd's packet_steering service failed\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
