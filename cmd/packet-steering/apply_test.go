@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -176,13 +174,7 @@ func TestStatusCommand(t *testing.T) {
 // err; without --syslog, or with --dry-run, nothing is sent.
 func TestApplySyslog(t *testing.T) {
 	root := cliRoot(t)
-	path := filepath.Join(t.TempDir(), "log")
-	l, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	tag := "packet-steering[" + strconv.Itoa(os.Getpid()) + "]: "
+	l, path, tag := listenSyslog(t)
 	for _, tc := range []struct {
 		name string
 		args []string

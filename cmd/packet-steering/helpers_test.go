@@ -1,9 +1,11 @@
 package main
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -11,6 +13,20 @@ import (
 
 	"github.com/packet-steering/packet-steering/internal/testenv"
 )
+
+// listenSyslog is a stand-in for logd's /dev/log: a datagram socket in a
+// temporary directory, closed when the test ends. It returns the socket,
+// its path and the tag a record of this process starts with.
+func listenSyslog(t *testing.T) (l *net.UnixConn, path, tag string) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "log")
+	l, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l, path, "packet-steering[" + strconv.Itoa(os.Getpid()) + "]: "
+}
 
 // writeTree writes files (a path below root -> its content) and then links
 // (a path below root -> the link's target) below root, making the

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -100,13 +99,7 @@ func TestLineLoggerConcurrent(t *testing.T) {
 // record's own priority (facility daemon), as `<PRI>packet-steering[PID]:
 // msg key=value`; debug records only with --debug.
 func TestSyslogLogger(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "log")
-	l, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	tag := "packet-steering[" + strconv.Itoa(os.Getpid()) + "]: "
+	l, path, tag := listenSyslog(t)
 	for _, debug := range []bool{false, true} {
 		sys, err := dialSyslog(path, "packet-steering")
 		if err != nil {
