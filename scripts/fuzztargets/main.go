@@ -18,7 +18,7 @@ func main() {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules" || d.Name() == "testdata") && path != "." {
+		if d.IsDir() && path != "." && skipDir(path, d.Name()) {
 			return filepath.SkipDir
 		}
 		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
@@ -37,4 +37,16 @@ func main() {
 		fmt.Fprintln(os.Stderr, "fuzztargets:", err)
 		os.Exit(1)
 	}
+}
+
+// skipDir reports a directory that holds no package of this module:
+// hidden ones, node_modules, testdata, the build output out/ (where
+// make test unpacks Debian's Go 1.23 with its own fuzz tests) and any
+// directory with a go.mod of its own (another module).
+func skipDir(path, name string) bool {
+	if strings.HasPrefix(name, ".") || name == "node_modules" || name == "testdata" || path == "out" {
+		return true
+	}
+	_, err := os.Stat(filepath.Join(path, "go.mod"))
+	return err == nil
 }
