@@ -59,14 +59,7 @@ func TestNumRange(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "n"), []byte(tt.text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		f, err := NewFS(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := f.newReader(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := testReader(t, dir)
 		got, err := r.num(r.dir, "n")
 		r.close()
 		if tt.fitsInt {

@@ -182,14 +182,7 @@ func TestDirNames(t *testing.T) {
 		}
 		want = append(want, "sub")
 		sort.Strings(want)
-		f, err := NewFS(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := f.newReader(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := testReader(t, dir)
 		r.DentsSize = 512 // many calls
 		got, err := r.names(r.dir, ".")
 		r.close()
@@ -211,14 +204,7 @@ func TestReadBigFile(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "f"), []byte(want+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		f, err := NewFS(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := f.newReader(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := testReader(t, dir)
 		s := r.sibling() // the smaller first buffer
 		got, err := s.str(s.dir, "f")
 		if err != nil || got != want {
@@ -321,4 +307,18 @@ func TestReadDevice(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testReader is a reader of the file system at dir, as a Read makes it.
+func testReader(t *testing.T, dir string) *reader {
+	t.Helper()
+	f, err := NewFS(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.newReader(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -79,6 +79,17 @@ func startDaemon(t *testing.T, sock string, eng ubusobj.Engine) *testDaemon {
 }
 
 // waitServing waits until the daemon has made its start apply.
+// startServing starts the daemon on root's engine against the broker at
+// sock and returns once the object is registered and the start apply is
+// done.
+func startServing(t *testing.T, sock, root string) *testDaemon {
+	t.Helper()
+	d := startDaemon(t, sock, steering.NewEngine(root))
+	waitForObject(t, sock, 5*time.Second)
+	d.waitServing(t)
+	return d
+}
+
 func (d *testDaemon) waitServing(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -154,9 +165,7 @@ func readKnob(t testing.TB, root, rel string) string {
 func TestDaemonMethodsOnDemoFixture(t *testing.T) {
 	root := fixturetest.Root(t, "demo", nil)
 	_, sock := ubustest.Start(t)
-	d := startDaemon(t, sock, steering.NewEngine(root))
-	waitForObject(t, sock, 5*time.Second)
-	d.waitServing(t)
+	d := startServing(t, sock, root)
 
 	code, out, errOut := callCmd(t, sock, "status")
 	if code != 0 {
@@ -809,9 +818,7 @@ func TestDaemonReportsUnfinishedApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, sock := ubustest.Start(t)
-	d := startDaemon(t, sock, steering.NewEngine(root))
-	waitForObject(t, sock, 5*time.Second)
-	d.waitServing(t)
+	d := startServing(t, sock, root)
 
 	code, out, errOut := callCmd(t, sock, "status")
 	if code != 0 {

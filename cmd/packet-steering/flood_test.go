@@ -11,7 +11,6 @@ import (
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
 	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
-	"github.com/packet-steering/packet-steering/steering"
 )
 
 // The daemon with the real engine on the demo router, flooded with
@@ -24,9 +23,7 @@ func TestDaemonUnderInvokeFlood(t *testing.T) {
 	root := fixturetest.Root(t, "demo", nil)
 	b, sock := ubustest.Start(t)
 	b.DropWhenFull()
-	d := startDaemon(t, sock, steering.NewEngine(root))
-	waitForObject(t, sock, 5*time.Second)
-	d.waitServing(t)
+	d := startServing(t, sock, root)
 	ctx := context.Background()
 	cli, err := ubus.Dial(ctx, sock)
 	if err != nil {

@@ -265,9 +265,7 @@ func TestMethodsDaemonAndPlugin(t *testing.T) {
 	servers := map[steering.Server]func(t *testing.T, root string) methodCaller{
 		steering.ServerDaemon: func(t *testing.T, root string) methodCaller {
 			_, sock := ubustest.Start(t)
-			d := startDaemon(t, sock, steering.NewEngine(root))
-			waitForObject(t, sock, 5*time.Second)
-			d.waitServing(t)
+			startServing(t, sock, root)
 			return func(t *testing.T, method, args string) (map[string]any, ubus.Status) {
 				a := []string{method}
 				if args != "" {
@@ -382,9 +380,7 @@ func TestMethodsDaemonAndPlugin(t *testing.T) {
 func TestPluginStatusShapeMatchesDaemon(t *testing.T) {
 	root := fixturetest.Root(t, "demo", nil)
 	_, sock := ubustest.Start(t)
-	d := startDaemon(t, sock, steering.NewEngine(root))
-	waitForObject(t, sock, 5*time.Second)
-	d.waitServing(t)
+	startServing(t, sock, root)
 	_, dOut, _ := callCmd(t, sock, "status")
 	daemonReply := decodeReply(t, dOut)
 	exe := pluginExe(t)
