@@ -154,6 +154,12 @@ func (r *Reader) ReadDecision(ctx context.Context, root string) (*Snapshot, erro
 // records its gaps apart, and they are joined in the order of a sequential
 // read (CPUs, devices in name order, processes, IRQs, softnet, sysctl,
 // identity, config).
+//
+// A decision read (an apply's) takes the tasks on this goroutine alone:
+// an apply competes for CPU time with the router's packets, while nobody
+// waits for it the way a status caller does. The second goroutine's
+// wake-ups cost about a tenth more CPU time than the reads themselves
+// save (BenchmarkApplyFloor, README "Performance").
 func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 	s := &Snapshot{Root: f.root}
 	second := f.sibling()
@@ -217,13 +223,17 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 			tasks[i](r)
 		}
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		run(second)
-	}()
-	run(f)
-	<-done
+	if f.decisionOnly {
+		run(f)
+	} else {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			run(second)
+		}()
+		run(f)
+		<-done
+	}
 	var writerGaps gaps
 	s.Writers = f.readWriters(&writerGaps, s.Processes)
 	if sc != nil {
