@@ -76,11 +76,7 @@ func TestDaemonKeepsDeviationsAcrossRestart(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(log.String(), started) && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 	}
-	code, out, _ := callCmd(t, sock, "status")
-	if code != 0 {
-		t.Fatal(out)
-	}
-	st := decodeReply(t, out)
+	st, out := statusReply(t, sock)
 	ad, _ := st["adaptive"].(map[string]any)
 	if st["in_sync"] != true || ad == nil || len(ad["deviations"].([]any)) != 1 || len(ad["moves"].([]any)) != 1 {
 		t.Fatalf("status after the restart: %s", out)

@@ -165,11 +165,7 @@ func TestDaemonAdaptiveLoop(t *testing.T) {
 	}
 	// Idle: no traffic, no moves, quick samples backing off.
 	time.Sleep(600 * time.Millisecond)
-	code, out, _ := callCmd(t, sock, "status")
-	if code != 0 {
-		t.Fatal(out)
-	}
-	st := decodeReply(t, out)
+	st, out := statusReply(t, sock)
 	ad, _ := st["adaptive"].(map[string]any)
 	if st["mode"] != "adaptive" || ad == nil {
 		t.Fatalf("status without adaptive: %s", out)
@@ -189,11 +185,8 @@ func TestDaemonAdaptiveLoop(t *testing.T) {
 	if !strings.HasPrefix(reason, "adaptive: ") || !strings.Contains(reason, "cpu0 saturated (net load ") || ev["mode"] != "adaptive" {
 		t.Errorf("move event %v", ev)
 	}
-	code, out, _ = callCmd(t, sock, "status")
-	if code != 0 {
-		t.Fatal(out)
-	}
-	ad = decodeReply(t, out)["adaptive"].(map[string]any)
+	st, out = statusReply(t, sock)
+	ad = st["adaptive"].(map[string]any)
 	devs := ad["deviations"].([]any)
 	if len(devs) != 1 || len(ad["moves"].([]any)) != 1 {
 		t.Fatalf("after the move: %s", out)
@@ -202,7 +195,7 @@ func TestDaemonAdaptiveLoop(t *testing.T) {
 	if dev["auto_cpu"] != float64(0) || dev["cpu"] == float64(0) || !strings.Contains(dev["reason"].(string), "saturated") {
 		t.Errorf("deviation %v (%T %T)", dev, dev["auto_cpu"], dev["cpu"])
 	}
-	code, out, _ = callCmd(t, sock, "get_queues", fmt.Sprintf(`{"device":"%s"}`, dev["device"]))
+	code, out, _ := callCmd(t, sock, "get_queues", fmt.Sprintf(`{"device":"%s"}`, dev["device"]))
 	if code != 0 || !strings.Contains(out, `"adaptive"`) || !strings.Contains(out, `"auto_cpu": 0`) {
 		t.Errorf("get_queues does not show the deviation: %s", out)
 	}
@@ -272,11 +265,8 @@ func TestDaemonAdaptiveIdleCost(t *testing.T) {
 	// Let the call's own work and the first samples settle.
 	time.Sleep(500 * time.Millisecond)
 	wakeups := func() float64 {
-		code, out, _ := callCmd(t, sock, "status")
-		if code != 0 {
-			t.Fatal(out)
-		}
-		ad, _ := decodeReply(t, out)["adaptive"].(map[string]any)
+		st, out := statusReply(t, sock)
+		ad, _ := st["adaptive"].(map[string]any)
 		smp, _ := ad["sampling"].(map[string]any)
 		if smp == nil || smp["running"] != true {
 			t.Fatalf("loop not running: %s\n%s", out, stderr.String())
@@ -334,11 +324,7 @@ func TestDaemonAdaptiveOptionsReload(t *testing.T) {
 	}
 	options := func() (map[string]string, []any) {
 		t.Helper()
-		code, out, _ := callCmd(t, sock, "status")
-		if code != 0 {
-			t.Fatal(out)
-		}
-		st := decodeReply(t, out)
+		st, out := statusReply(t, sock)
 		ad, _ := st["adaptive"].(map[string]any)
 		if ad == nil {
 			t.Fatalf("status without adaptive: %s", out)

@@ -144,6 +144,17 @@ func callCmd(t testing.TB, sock string, args ...string) (code int, stdout, stder
 	return code, out.String(), errb.String()
 }
 
+// statusReply calls status on the broker at sock, fails t unless it exits
+// 0, and returns the decoded reply and its text.
+func statusReply(t testing.TB, sock string) (map[string]any, string) {
+	t.Helper()
+	code, out, errOut := callCmd(t, sock, "status")
+	if code != 0 {
+		t.Fatalf("status: exit %d, %s%s", code, out, errOut)
+	}
+	return decodeReply(t, out), out
+}
+
 func decodeReply(t testing.TB, s string) map[string]any {
 	t.Helper()
 	var v map[string]any
@@ -167,11 +178,7 @@ func TestDaemonMethodsOnDemoFixture(t *testing.T) {
 	_, sock := ubustest.Start(t)
 	d := startServing(t, sock, root)
 
-	code, out, errOut := callCmd(t, sock, "status")
-	if code != 0 {
-		t.Fatalf("status: exit %d, %s", code, errOut)
-	}
-	st := decodeReply(t, out)
+	st, out := statusReply(t, sock)
 	for _, k := range []string{"mode", "configured", "policy", "platform", "offload", "in_sync", "hints", "cpus"} {
 		if _, ok := st[k]; !ok {
 			t.Errorf("status has no %q: %s", k, out)
@@ -191,7 +198,7 @@ func TestDaemonMethodsOnDemoFixture(t *testing.T) {
 		t.Errorf("start apply not logged:\n%s", d.log.String())
 	}
 
-	code, out, errOut = callCmd(t, sock, "get_queues")
+	code, out, errOut := callCmd(t, sock, "get_queues")
 	if code != 0 {
 		t.Fatalf("get_queues: exit %d, %s", code, errOut)
 	}
