@@ -741,8 +741,11 @@ func TestIdleTrimmer(t *testing.T) {
 	defer it.stop()
 	var last time.Time
 	for i := 0; i < 5; i++ {
-		it.poke()
+		// Taken before the poke, which arms the timer: the trim can come
+		// no earlier than 100ms after this (after the poke returns, a
+		// slow machine may already be some way into the wait).
 		last = time.Now()
+		it.poke()
 		time.Sleep(20 * time.Millisecond)
 	}
 	select {
