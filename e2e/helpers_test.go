@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -225,9 +226,9 @@ func (r *router) listenApplied(t *testing.T) <-chan map[string]any {
 
 // status is the part of the `status` reply the test checks.
 type status struct {
-	Mode       string            `json:"mode"`
-	Configured steering.Settings `json:"configured"`
-	InSync     bool              `json:"in_sync"`
+	Mode       string        `json:"mode"`
+	Configured plan.Settings `json:"configured"`
+	InSync     bool          `json:"in_sync"`
 	LastApply  *struct {
 		Reason  string `json:"reason"`
 		Changed int    `json:"changed"`

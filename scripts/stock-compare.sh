@@ -165,7 +165,7 @@ for preset in "$@"; do
 	done
 	# Beyond 32 CPUs or 10 rx queues on a device the stock script's writes
 	# are wrong (masks without comma groups, queues in text order) and
-	# packet-steering does the same rule right (steering/legacy.go): a
+	# packet-steering does the same rule right (plan/stock.go): a
 	# difference there is expected, printed, and not a failure.
 	ncpu=$(find "$root/sys/bus/cpu/devices" -mindepth 1 -maxdepth 1 | wc -l)
 	maxq=$(for q in "$root"/sys/class/net/*/queues; do find "$q" -mindepth 1 -maxdepth 1 -name 'rx-*' | wc -l; done | sort -n | tail -1)

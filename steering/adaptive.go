@@ -2,6 +2,7 @@ package steering
 
 import (
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"strings"
 	"time"
 )
@@ -187,7 +188,7 @@ func (c AdaptiveConfig) Check() error {
 		bad = append(bad, "HotIntervals, CoolIntervals, MaxMoves and MaxHistory must be at least 1")
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("%w: adaptive config: %s", ErrInvalid, strings.Join(bad, "; "))
+		return fmt.Errorf("%w: adaptive config: %s", plan.ErrInvalid, strings.Join(bad, "; "))
 	}
 	return nil
 }

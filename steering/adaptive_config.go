@@ -1,9 +1,8 @@
-//go:build !router || tune
-
 package steering
 
 import (
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"slices"
 	"strconv"
 	"strings"
@@ -208,9 +207,9 @@ func ResolveAdaptiveConfig(snap *platform.Snapshot) AdaptiveSettings {
 		*cfg, set = def, nil
 	}
 	for _, o := range opts {
-		src := SourceDefault
+		src := plan.SourceDefault
 		if set[o.name] {
-			src = SourcePacketSteering
+			src = plan.SourcePacketSteering
 		}
 		st.Options = append(st.Options, AdaptiveOption{Name: o.name, Value: o.format(cfg), Source: src})
 	}

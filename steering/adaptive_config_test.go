@@ -1,9 +1,8 @@
-//go:build !router || tune
-
 package steering
 
 import (
 	"context"
+	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,10 +102,10 @@ func TestResolveAdaptiveConfig(t *testing.T) {
 				t.Errorf("%d options, want all 15", len(got.Options))
 			}
 			for _, o := range got.Options {
-				wantSrc := SourceDefault
+				wantSrc := plan.SourceDefault
 				for _, s := range tc.set {
 					if s == o.Name {
-						wantSrc = SourcePacketSteering
+						wantSrc = plan.SourcePacketSteering
 					}
 				}
 				if o.Source != wantSrc {
@@ -150,7 +149,7 @@ func TestAdaptiveConfigInStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Until the reload applies it, status shows what the loop runs with.
-	if !hasOption(st.Adaptive.Config, "interval", "2s", SourceDefault) {
+	if !hasOption(st.Adaptive.Config, "interval", "2s", plan.SourceDefault) {
 		t.Errorf("status options before the reload %+v", st.Adaptive.Config)
 	}
 	if _, err := e.Apply(ctx, ApplyRequest{Reason: "reload"}); err != nil {
@@ -164,7 +163,7 @@ func TestAdaptiveConfigInStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !hasOption(st.Adaptive.Config, "interval", "500ms", SourcePacketSteering) || !hasOption(st.Adaptive.Config, "max_moves", "1", SourceDefault) {
+	if !hasOption(st.Adaptive.Config, "interval", "500ms", plan.SourcePacketSteering) || !hasOption(st.Adaptive.Config, "max_moves", "1", plan.SourceDefault) {
 		t.Errorf("status options %+v", st.Adaptive.Config)
 	}
 	if len(st.ConfigErrors) != 1 || st.ConfigErrors[0].Path != "etc/config/packet_steering" ||
@@ -172,7 +171,7 @@ func TestAdaptiveConfigInStatus(t *testing.T) {
 		t.Errorf("config errors %+v", st.ConfigErrors)
 	}
 	// The rest of the config still applies: the mode is adaptive.
-	if st.Mode != ModeAdaptive || !st.InSync {
+	if st.Mode != plan.ModeAdaptive || !st.InSync {
 		t.Errorf("mode %s in sync %v", st.Mode, st.InSync)
 	}
 }

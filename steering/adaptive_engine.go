@@ -1,7 +1,6 @@
 package steering
 
 import (
-	"errors"
 	"strings"
 )
 
@@ -10,10 +9,6 @@ import (
 // hotplug apply or a reload keeps them), applies moves with the usual
 // locking and rollback, reads the load samples, and reports all of it in
 // Status and Queues.
-
-// errNoAdaptive is what a build without the adaptive mode (the plain router
-// build, see adaptive_stub.go) answers when asked for it.
-var errNoAdaptive = errors.New("the adaptive mode is not in this build (it is in the packet-steering-tune package)")
 
 // AdaptReason is the apply reason of a set of moves, as logged and sent
 // with packet_steering.applied.

@@ -1,10 +1,10 @@
-//go:build !router || tune
-
 package steering
 
 import (
 	"context"
 	"errors"
+	"github.com/packet-steering/packet-steering/internal/testenv"
+	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,11 +20,11 @@ func adaptiveEngine(t *testing.T) (*Engine, string) {
 	t.Helper()
 	root := fixturetest.Root(t, "ipq807x", nil)
 	e := NewEngine(root, WithClock(func() time.Time { return time.Unix(1700000000, 0) }))
-	res, err := e.SetMode(context.Background(), SetModeRequest{Mode: ModeAdaptive, Persist: true})
+	res, err := e.SetMode(context.Background(), SetModeRequest{Mode: plan.ModeAdaptive, Persist: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Mode != ModeAdaptive || len(res.Failed) > 0 {
+	if res.Mode != plan.ModeAdaptive || len(res.Failed) > 0 {
 		t.Fatalf("set_mode adaptive: %+v", res)
 	}
 	return e, root
@@ -37,16 +37,19 @@ func TestAdaptivePlansAsAuto(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), "option mode 'adaptive'") {
 		t.Fatalf("UCI after set_mode adaptive: %v\n%s", err, b)
 	}
-	snap, p, err := e.Plan(ctx, PlanRequest{})
+	snap, p, err := e.Plan(ctx, plan.PlanRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	auto, err := NewPlan(snap, PlanRequest{Mode: ModeAuto})
+	auto, err := plan.NewPlan(snap, plan.PlanRequest{Mode: plan.ModeAuto})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Mode != ModeAdaptive || strings.Join(render(p.Actions), "\n") != strings.Join(render(auto.Actions), "\n") || p.Policy != auto.Policy {
-		t.Errorf("adaptive plan without deviations differs from auto:\n%v\n%v", render(p.Actions), render(auto.Actions))
+	if p.Mode != plan.ModeAdaptive || p.Policy != auto.Policy {
+		t.Errorf("adaptive plan without deviations: mode %s policy %s, want adaptive and auto's %s", p.Mode, p.Policy, auto.Policy)
+	}
+	if d := testenv.Diff(auto.Actions, p.Actions); d != "" {
+		t.Errorf("adaptive plan without deviations differs from auto (-auto +adaptive):\n%s", d)
 	}
 	units := AdaptiveUnits(snap, p)
 	var got []string
@@ -97,7 +100,7 @@ func TestAdaptMovesThroughTheEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Mode != ModeAdaptive || st.Adaptive == nil || len(st.Adaptive.Deviations) != 1 || len(st.Adaptive.Moves) != 1 || !st.InSync {
+	if st.Mode != plan.ModeAdaptive || st.Adaptive == nil || len(st.Adaptive.Deviations) != 1 || len(st.Adaptive.Moves) != 1 || !st.InSync {
 		t.Fatalf("status %+v adaptive %+v", st, st.Adaptive)
 	}
 	if m := st.Adaptive.Moves[0]; m.Changed != 2 || m.Error != "" || m.To != 0 {
@@ -122,19 +125,19 @@ func TestAdaptMovesThroughTheEngine(t *testing.T) {
 	// Bad moves change nothing: a CPU that does not exist, any move in
 	// another mode.
 	before := readTree(t, root)
-	if _, err := e.Adapt(ctx, []Move{{Device: "eth0", Queue: "rx-1", Kind: UnitNAPI, From: 1, To: 9, Home: 1}}); !errors.Is(err, ErrInvalid) {
+	if _, err := e.Adapt(ctx, []Move{{Device: "eth0", Queue: "rx-1", Kind: UnitNAPI, From: 1, To: 9, Home: 1}}); !errors.Is(err, plan.ErrInvalid) {
 		t.Errorf("move to cpu9: %v, want ErrInvalid", err)
 	}
 	if _, err := e.Adapt(ctx, []Move{move}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.SetMode(ctx, SetModeRequest{Mode: ModeAuto, Persist: true}); err != nil {
+	if _, err := e.SetMode(ctx, SetModeRequest{Mode: plan.ModeAuto, Persist: true}); err != nil {
 		t.Fatal(err)
 	}
 	if d := e.Deviations(); len(d) != 0 {
 		t.Errorf("deviations kept after set_mode auto: %+v", d)
 	}
-	if _, err := e.Adapt(ctx, []Move{move}); !errors.Is(err, ErrInvalid) {
+	if _, err := e.Adapt(ctx, []Move{move}); !errors.Is(err, plan.ErrInvalid) {
 		t.Errorf("move in auto mode: %v, want ErrInvalid", err)
 	}
 	after := readTree(t, root)
@@ -148,9 +151,9 @@ func TestAdaptMovesThroughTheEngine(t *testing.T) {
 func TestAdaptRollsBackOnFailure(t *testing.T) {
 	ctx := context.Background()
 	root := fixturetest.Root(t, "ipq807x", nil)
-	w := &failingWriter{Writer: NewFSWriter(root), fail: KindIRQAffinity}
+	w := &failingWriter{Writer: NewFSWriter(root), fail: plan.KindIRQAffinity}
 	e := NewEngine(root, WithWriter(w))
-	if _, err := e.SetMode(ctx, SetModeRequest{Mode: ModeAdaptive}); err != nil {
+	if _, err := e.SetMode(ctx, SetModeRequest{Mode: plan.ModeAdaptive}); err != nil {
 		t.Fatal(err)
 	}
 	w.on = true
@@ -210,12 +213,12 @@ func TestAdaptiveSampleOnFixture(t *testing.T) {
 // while on, as a kernel refusing an IRQ placement would (EIO).
 type failingWriter struct {
 	Writer
-	fail ActionKind
+	fail plan.ActionKind
 	on   bool
 }
 
 func (w *failingWriter) WriteKnob(rel, value string) error {
-	if w.on && w.fail == KindIRQAffinity && strings.Contains(rel, "smp_affinity") {
+	if w.on && w.fail == plan.KindIRQAffinity && strings.Contains(rel, "smp_affinity") {
 		return errors.New("input/output error")
 	}
 	return w.Writer.WriteKnob(rel, value)

@@ -1,9 +1,8 @@
-//go:build !router || tune
-
 package steering
 
 import (
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"sort"
 	"strconv"
 	"time"
@@ -12,30 +11,25 @@ import (
 	"github.com/packet-steering/packet-steering/platform"
 )
 
-// The adaptive mode's decisions (see adaptive.go): left out of the plain
-// router build, which has no room for them (make size); the
-// packet-steering-tune variant (-tags router,tune) has them.
-
-// adaptiveBuilt reports that this build has the adaptive mode.
-const adaptiveBuilt = true
+// The adaptive mode's decisions (see adaptive.go).
 
 // AdaptiveUnits lists the units of plan p (made for snap in auto or
 // adaptive mode, before deviations), in plan order, with CPU = Home.
-func AdaptiveUnits(snap *platform.Snapshot, p *Plan) []AdaptiveUnit {
+func AdaptiveUnits(snap *platform.Snapshot, p *plan.Plan) []AdaptiveUnit {
 	if snap == nil || p == nil {
 		return nil
 	}
-	rps := map[string]Action{}
-	napi := map[int]Action{}
+	rps := map[string]plan.Action{}
+	napi := map[int]plan.Action{}
 	for _, a := range p.Actions {
 		switch a.Kind {
-		case KindRPSCPUs:
+		case plan.KindRPSCPUs:
 			rps[a.Device+"/"+a.Queue] = a
-		case KindNAPIAffinity:
+		case plan.KindNAPIAffinity:
 			napi[a.PID] = a
 		}
 	}
-	pairs := PairQueues(snap)
+	pairs := plan.PairQueues(snap)
 	var out []AdaptiveUnit
 	for i := range snap.Devices {
 		d := &snap.Devices[i]
@@ -94,25 +88,25 @@ func onlineSet(snap *platform.Snapshot) cpuset.Set {
 // deviation can only ever name one online CPU, so every mask it produces
 // is one the kernel accepts. A NAPI deviation moves the queue's IRQ along
 // when the plan pins that IRQ to the thread's CPU.
-func AdaptPlan(snap *platform.Snapshot, p *Plan, devs []Deviation) (*Plan, []Deviation) {
+func AdaptPlan(snap *platform.Snapshot, p *plan.Plan, devs []Deviation) (*plan.Plan, []Deviation) {
 	out, kept, _ := layDeviations(snap, p, devs)
 	return out, kept
 }
 
 // layDeviations is AdaptPlan, also returning the dropped deviations with
 // the reason of each (Time left zero).
-func layDeviations(snap *platform.Snapshot, p *Plan, devs []Deviation) (*Plan, []Deviation, []DroppedDev) {
+func layDeviations(snap *platform.Snapshot, p *plan.Plan, devs []Deviation) (*plan.Plan, []Deviation, []DroppedDev) {
 	if len(devs) == 0 || p == nil || snap == nil {
 		return p, nil, nil
 	}
-	pairs := PairQueues(snap)
+	pairs := plan.PairQueues(snap)
 	units := map[string]AdaptiveUnit{}
 	for _, u := range AdaptiveUnits(snap, p) {
 		units[u.Key()] = u
 	}
 	online := onlineSet(snap)
 	out := *p
-	out.Actions = append([]Action(nil), p.Actions...)
+	out.Actions = append([]plan.Action(nil), p.Actions...)
 	var kept []Deviation
 	var dropped []DroppedDev
 	for _, d := range devs {
@@ -148,11 +142,11 @@ func layDeviations(snap *platform.Snapshot, p *Plan, devs []Deviation) (*Plan, [
 		for i := range out.Actions {
 			a := &out.Actions[i]
 			switch {
-			case u.Kind == UnitRPS && a.Kind == KindRPSCPUs && a.Device == u.Device && a.Queue == u.Queue:
+			case u.Kind == UnitRPS && a.Kind == plan.KindRPSCPUs && a.Device == u.Device && a.Queue == u.Queue:
 				a.Value = to.Mask()
-			case u.Kind == UnitNAPI && a.Kind == KindNAPIAffinity && a.PID == u.PID:
+			case u.Kind == UnitNAPI && a.Kind == plan.KindNAPIAffinity && a.PID == u.PID:
 				a.Value = to.List()
-			case u.Kind == UnitNAPI && irq != 0 && a.Kind == KindIRQAffinity && a.IRQ == irq:
+			case u.Kind == UnitNAPI && irq != 0 && a.Kind == plan.KindIRQAffinity && a.IRQ == irq:
 				if set, err := cpuset.ParseMask(a.Value); err == nil && set.Equal(cpuset.Of(u.Home)) {
 					a.Value = to.Mask()
 				}

@@ -1,10 +1,9 @@
-//go:build !router || tune
-
 package steering
 
 import (
 	"context"
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"slices"
 	"strings"
 	"time"
@@ -12,13 +11,12 @@ import (
 	"github.com/packet-steering/packet-steering/platform"
 )
 
-// The engine's adaptive loop and moves (see adaptive_engine.go); left out
-// of the plain router build with adaptive_logic.go.
+// The engine's adaptive loop and moves (see adaptive_engine.go).
 // adaptPlan lays the deviations over p and forgets those that no longer
 // apply.
 // The state file is read first (once per engine); the dropped deviations
 // are listed for status and leave the file at the next apply.
-func (e *Engine) adaptPlan(snap *platform.Snapshot, p *Plan) *Plan {
+func (e *Engine) adaptPlan(snap *platform.Snapshot, p *plan.Plan) *plan.Plan {
 	e.mu.Lock()
 	e.loadAdaptiveLocked()
 	devs := e.adaptive.devs
@@ -64,7 +62,7 @@ func withMoves(devs []Deviation, moves []Move, now time.Time) []Deviation {
 // adaptive, and moves to CPUs that are not online.
 func (e *Engine) Adapt(ctx context.Context, moves []Move) (*Result, error) {
 	if len(moves) == 0 {
-		return nil, fmt.Errorf("%w: no moves", ErrInvalid)
+		return nil, fmt.Errorf("%w: no moves", plan.ErrInvalid)
 	}
 	unlock, err := e.lock(ctx)
 	if err != nil {
@@ -75,13 +73,13 @@ func (e *Engine) Adapt(ctx context.Context, moves []Move) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if eff.Mode != ModeAdaptive {
-		return nil, fmt.Errorf("%w: mode is %s, not adaptive", ErrInvalid, eff.Mode)
+	if eff.Mode != plan.ModeAdaptive {
+		return nil, fmt.Errorf("%w: mode is %s, not adaptive", plan.ErrInvalid, eff.Mode)
 	}
 	online := onlineSet(snap)
 	for _, m := range moves {
 		if !online.Has(m.To) {
-			return nil, fmt.Errorf("%w: move %s to cpu%d: not an online CPU", ErrInvalid, m.Key(), m.To)
+			return nil, fmt.Errorf("%w: move %s to cpu%d: not an online CPU", plan.ErrInvalid, m.Key(), m.To)
 		}
 	}
 	now := e.now()
@@ -141,7 +139,7 @@ func (e *Engine) AdaptiveSample(ctx context.Context, full bool) (LoadSample, err
 		return s, err
 	}
 	flows := set.Flows
-	base, err := NewPlan(snap, PlanRequest{Mode: ModeAuto, Flows: &flows})
+	base, err := plan.NewPlan(snap, plan.PlanRequest{Mode: plan.ModeAuto, Flows: &flows})
 	if err != nil {
 		return s, fmt.Errorf("plan auto: %w", err)
 	}

@@ -1,11 +1,10 @@
-//go:build !router || tune
-
 package steering
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"io"
 	"io/fs"
 	"os"
@@ -201,10 +200,10 @@ func (e *Engine) saveAdaptiveLocked() error {
 // apply lock): in mode adaptive it resolves the loop's options from the
 // apply's snapshot and saves the state; in any other mode it forgets the
 // state and removes the file.
-func (e *Engine) adaptiveApplied(snap *platform.Snapshot, m Mode) {
+func (e *Engine) adaptiveApplied(snap *platform.Snapshot, m plan.Mode) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if m != ModeAdaptive {
+	if m != plan.ModeAdaptive {
 		e.forgetAdaptiveLocked()
 		if !e.adaptive.loaded {
 			// A file of an earlier adaptive run (another process's)

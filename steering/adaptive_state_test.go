@@ -1,11 +1,10 @@
-//go:build !router || tune
-
 package steering
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/packet-steering/packet-steering/plan"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -81,7 +80,7 @@ func TestAdaptiveStateClearedByModeChange(t *testing.T) {
 			moveRx1(t, e)
 			switch how {
 			case "set_mode":
-				if _, err := e.SetMode(ctx, SetModeRequest{Mode: ModeAuto, Persist: true}); err != nil {
+				if _, err := e.SetMode(ctx, SetModeRequest{Mode: plan.ModeAuto, Persist: true}); err != nil {
 					t.Fatal(err)
 				}
 			case "uci":
@@ -99,7 +98,7 @@ func TestAdaptiveStateClearedByModeChange(t *testing.T) {
 				t.Errorf("state file after leaving adaptive: %v", err)
 			}
 			// Back to adaptive: from the auto plan.
-			if _, err := NewEngine(root).SetMode(ctx, SetModeRequest{Mode: ModeAdaptive, Persist: true}); err != nil {
+			if _, err := NewEngine(root).SetMode(ctx, SetModeRequest{Mode: plan.ModeAdaptive, Persist: true}); err != nil {
 				t.Fatal(err)
 			}
 			st, err := NewEngine(root).Status(ctx)

@@ -1,5 +1,3 @@
-//go:build !router || tune
-
 package steering
 
 import (
@@ -9,9 +7,7 @@ import (
 	"github.com/packet-steering/packet-steering/platform"
 )
 
-// The engine's adaptive state and what status shows of it: left out of the
-// plain router build, where the engine keeps none and Status.Adaptive is
-// an empty type that is never set (adaptive_stub.go).
+// The engine's adaptive state and what status shows of it.
 
 // MoveRecord is one move as status shows it: when, what, and how the
 // apply went.

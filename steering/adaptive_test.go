@@ -1,5 +1,3 @@
-//go:build !router || tune
-
 package steering
 
 import (

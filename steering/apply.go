@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"io/fs"
 	"sort"
 	"strconv"
@@ -12,7 +13,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -64,7 +64,7 @@ var sysctlPaths = map[string]string{
 
 // knob is one validated action: where it lives and how to compare values.
 type knob struct {
-	act    Action
+	act    plan.Action
 	path   string // file knobs: path below the root; "" for a thread
 	thread bool
 }
@@ -76,12 +76,12 @@ type knobIndex struct {
 	devices map[string]bool // device names
 	threads map[int]string  // pid -> thread name
 	irqs    map[int]bool    // IRQ numbers
-	pair    *Pairing        // which device a thread or IRQ serves
+	pair    *plan.Pairing   // which device a thread or IRQ serves
 }
 
 func newKnobIndex(snap *platform.Snapshot) *knobIndex {
 	x := &knobIndex{rx: map[string]bool{}, tx: map[string]bool{}, devices: map[string]bool{},
-		threads: map[int]string{}, irqs: map[int]bool{}, pair: PairQueues(snap)}
+		threads: map[int]string{}, irqs: map[int]bool{}, pair: plan.PairQueues(snap)}
 	for i := range snap.Devices {
 		d := &snap.Devices[i]
 		x.devices[d.Name] = true
@@ -104,99 +104,64 @@ func newKnobIndex(snap *platform.Snapshot) *knobIndex {
 // resolveKnob validates an action against the snapshot and derives its
 // target. The path is built only from names that match the patterns above
 // and exist in the snapshot.
-func (x *knobIndex) resolveKnob(a Action) (knob, error) {
+func (x *knobIndex) resolveKnob(a plan.Action) (knob, error) {
 	k := knob{act: a}
 	queue := func(known map[string]bool, what string) error {
 		if !validDeviceName(a.Device) {
-			return fmt.Errorf("device name %q: %w", a.Device, ErrInvalid)
+			return fmt.Errorf("device name %q: %w", a.Device, plan.ErrInvalid)
 		}
 		if !x.devices[a.Device] {
-			return fmt.Errorf("device %q not in the snapshot: %w", a.Device, ErrInvalid)
+			return fmt.Errorf("device %q not in the snapshot: %w", a.Device, plan.ErrInvalid)
 		}
 		if !validQueueName(a.Queue, what+"-") || !known[a.Device+"/"+a.Queue] {
-			return fmt.Errorf("%s has no %s queue %q: %w", a.Device, what, a.Queue, ErrInvalid)
+			return fmt.Errorf("%s has no %s queue %q: %w", a.Device, what, a.Queue, plan.ErrInvalid)
 		}
 		return nil
 	}
 	switch a.Kind {
-	case KindRPSCPUs, KindRPSFlowCnt:
+	case plan.KindRPSCPUs, plan.KindRPSFlowCnt:
 		if err := queue(x.rx, "rx"); err != nil {
 			return k, err
 		}
 		k.path = "sys/class/net/" + a.Device + "/queues/" + a.Queue + "/" + string(a.Kind)
-	case KindXPSCPUs:
+	case plan.KindXPSCPUs:
 		if err := queue(x.tx, "tx"); err != nil {
 			return k, err
 		}
 		k.path = "sys/class/net/" + a.Device + "/queues/" + a.Queue + "/xps_cpus"
-	case KindNAPIAffinity:
+	case plan.KindNAPIAffinity:
 		if name, ok := x.threads[a.PID]; !ok || name != a.Thread {
-			return k, fmt.Errorf("no NAPI thread %d %q in the snapshot: %w", a.PID, a.Thread, ErrInvalid)
+			return k, fmt.Errorf("no NAPI thread %d %q in the snapshot: %w", a.PID, a.Thread, plan.ErrInvalid)
 		}
 		k.thread = true
-	case KindIRQAffinity:
+	case plan.KindIRQAffinity:
 		if a.IRQ < 0 || !x.irqs[a.IRQ] {
-			return k, fmt.Errorf("no IRQ %d in the snapshot: %w", a.IRQ, ErrInvalid)
+			return k, fmt.Errorf("no IRQ %d in the snapshot: %w", a.IRQ, plan.ErrInvalid)
 		}
 		k.path = "proc/irq/" + strconv.Itoa(a.IRQ) + "/smp_affinity"
-	case KindSysctl:
+	case plan.KindSysctl:
 		p, ok := sysctlPaths[a.Key]
 		if !ok {
-			return k, fmt.Errorf("sysctl %q is not managed: %w", a.Key, ErrInvalid)
+			return k, fmt.Errorf("sysctl %q is not managed: %w", a.Key, plan.ErrInvalid)
 		}
 		k.path = p
 	default:
-		return k, fmt.Errorf("unknown action kind %q: %w", a.Kind, ErrInvalid)
+		return k, fmt.Errorf("unknown action kind %q: %w", a.Kind, plan.ErrInvalid)
 	}
 	return k, nil
 }
 
 // applyRank orders a device's writes: thread and IRQ placement first, then the
 // queue masks and flow counts, then system-wide sysctls.
-func applyRank(kind ActionKind) int {
+func applyRank(kind plan.ActionKind) int {
 	switch kind {
-	case KindNAPIAffinity, KindIRQAffinity:
+	case plan.KindNAPIAffinity, plan.KindIRQAffinity:
 		return 0
-	case KindSysctl:
+	case plan.KindSysctl:
 		return 2
 	default:
 		return 1
 	}
-}
-
-// sameValue compares a live value with a wanted one the way the kernel
-// means them: masks and cpu lists as sets, counts as numbers after the
-// kernel's rounding.
-func sameValue(kind ActionKind, live, want string) bool {
-	switch kind {
-	case KindRPSCPUs, KindXPSCPUs, KindIRQAffinity:
-		return cpuset.SameMask(live, want)
-	case KindNAPIAffinity:
-		return cpuset.SameList(live, want)
-	case KindRPSFlowCnt, KindSysctl:
-		l, err1 := strconv.ParseUint(live, 10, 64)
-		w, err2 := strconv.ParseUint(want, 10, 64)
-		return err1 == nil && err2 == nil && l == roundCount(w)
-	}
-	return live == want
-}
-
-// roundCount is what the kernel stores for a flow count: rps_flow_cnt and
-// net.core.rps_sock_flow_entries are rounded up to a power of two
-// (net/core/net-sysfs.c store_rps_dev_flow_table_cnt,
-// net/core/sysctl_net_core.c rps_sock_flow_sysctl), 0 stays 0.
-func roundCount(n uint64) uint64 {
-	if n == 0 {
-		return 0
-	}
-	p := uint64(1)
-	for p < n && p != 0 {
-		p <<= 1
-	}
-	if p == 0 {
-		return n
-	}
-	return p
 }
 
 // vanished reports whether err says the target is gone (device removed,
@@ -209,7 +174,7 @@ func vanished(err error) bool {
 
 // changedDevices names every device a change touched, through its queues
 // or through a NAPI thread or IRQ the pairing ties to it, in name order.
-func changedDevices(x *knobIndex, changed []Action) []string {
+func changedDevices(x *knobIndex, changed []plan.Action) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, a := range changed {
@@ -232,7 +197,7 @@ func changedDevices(x *knobIndex, changed []Action) []string {
 // dryRun nothing is written and Changed lists what would change.
 //
 // ApplyPlan does not lock; callers serialise applies (Engine does).
-func ApplyPlan(ctx context.Context, w Writer, snap *platform.Snapshot, actions []Action, dryRun bool) *Result {
+func ApplyPlan(ctx context.Context, w Writer, snap *platform.Snapshot, actions []plan.Action, dryRun bool) *Result {
 	return applyPlan(ctx, w, snap, actions, dryRun, false, nil)
 }
 
@@ -243,16 +208,16 @@ func ApplyPlan(ctx context.Context, w Writer, snap *platform.Snapshot, actions [
 // thread right before moving it). Without fresh every knob is read before
 // it is compared. before, when not nil, is called before each knob written
 // (the engine writes its apply marker before the first).
-func applyPlan(ctx context.Context, w Writer, snap *platform.Snapshot, actions []Action, dryRun, fresh bool, before func()) *Result {
+func applyPlan(ctx context.Context, w Writer, snap *platform.Snapshot, actions []plan.Action, dryRun, fresh bool, before func()) *Result {
 	start := time.Now()
-	res := &Result{Changed: []Action{}, Failed: []Failure{}}
+	res := &Result{Changed: []plan.Action{}, Failed: []Failure{}}
 
 	// Group into units in plan order, sysctls last.
 	x := newKnobIndex(snap)
 	var order []string
-	units := map[string][]Action{}
+	units := map[string][]plan.Action{}
 	for _, a := range actions {
-		u := x.pair.unit(a)
+		u := x.pair.Unit(a)
 		if _, ok := units[u]; !ok {
 			order = append(order, u)
 		}
@@ -298,7 +263,7 @@ type written struct {
 
 // applyUnit applies one device's actions (already ordered) into res; unit
 // names the device (or the lone thread, IRQ or sysctl) in reports.
-func applyUnit(w Writer, x *knobIndex, unit string, acts []Action, dryRun, fresh bool, before func(), res *Result) {
+func applyUnit(w Writer, x *knobIndex, unit string, acts []plan.Action, dryRun, fresh bool, before func(), res *Result) {
 	var done []written
 	for i, a := range acts {
 		k, err := x.resolveKnob(a)
@@ -320,7 +285,7 @@ func applyUnit(w Writer, x *knobIndex, unit string, acts []Action, dryRun, fresh
 		}
 		a.Current = live
 		k.act = a
-		if sameValue(a.Kind, live, a.Value) {
+		if plan.SameValue(a.Kind, live, a.Value) {
 			res.Unchanged++
 			continue
 		}
@@ -348,7 +313,7 @@ func applyUnit(w Writer, x *knobIndex, unit string, acts []Action, dryRun, fresh
 
 // failUnit records a device's failure, undoes its writes of this apply in
 // reverse order and marks its remaining actions as not attempted.
-func failUnit(w Writer, unit string, rest []Action, done []written, f Failure, res *Result) {
+func failUnit(w Writer, unit string, rest []plan.Action, done []written, f Failure, res *Result) {
 	res.Failed = append(res.Failed, f)
 	what := string(f.Action.Kind) + " on " + unit
 	for i := len(done) - 1; i >= 0; i-- {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
+	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -91,7 +93,7 @@ func (m *memWriter) SetThreadAffinity(pid int, comm, cpus string) error {
 // twoDeviceMachine is a 4-CPU machine with eth0 (2 rx, 2 tx queues, two NAPI
 // threads, one IRQ per queue) and eth1 (1 rx, 1 tx), the knobs holding the
 // kernel's defaults, and the plan that steers both.
-func twoDeviceMachine() (*platform.Snapshot, *memWriter, []Action) {
+func twoDeviceMachine() (*platform.Snapshot, *memWriter, []plan.Action) {
 	snap := &platform.Snapshot{
 		Root: "/fixture",
 		Devices: []platform.Device{
@@ -120,24 +122,24 @@ func twoDeviceMachine() (*platform.Snapshot, *memWriter, []Action) {
 	w.files["proc/sys/net/core/rps_sock_flow_entries"] = "0"
 	w.threads[300], w.threads[301] = "0-3", "0-3"
 	w.comms[300], w.comms[301] = "napi/eth0-257", "napi/eth0-258"
-	plan := []Action{
-		{Kind: KindRPSCPUs, Device: "eth0", Queue: "rx-0", Value: "0"},
-		{Kind: KindRPSCPUs, Device: "eth0", Queue: "rx-1", Value: "00000000"},
-		{Kind: KindRPSFlowCnt, Device: "eth0", Queue: "rx-0", Value: "1000"},
-		{Kind: KindXPSCPUs, Device: "eth0", Queue: "tx-0", Value: "1"},
-		{Kind: KindXPSCPUs, Device: "eth0", Queue: "tx-1", Value: "2"},
-		{Kind: KindNAPIAffinity, Device: "eth0", PID: 300, Thread: "napi/eth0-257", Value: "0"},
-		{Kind: KindNAPIAffinity, Device: "eth0", PID: 301, Thread: "napi/eth0-258", Value: "1"},
-		{Kind: KindIRQAffinity, Device: "eth0", IRQ: 60, Name: "eth0-rx-0", Value: "1"},
-		{Kind: KindRPSCPUs, Device: "eth1", Queue: "rx-0", Value: "e"},
-		{Kind: KindRPSFlowCnt, Device: "eth1", Queue: "rx-0", Value: "1000"},
-		{Kind: KindXPSCPUs, Device: "eth1", Queue: "tx-0", Value: "f"},
-		{Kind: KindSysctl, Key: "net.core.rps_sock_flow_entries", Value: "2000"},
+	acts := []plan.Action{
+		{Kind: plan.KindRPSCPUs, Device: "eth0", Queue: "rx-0", Value: "0"},
+		{Kind: plan.KindRPSCPUs, Device: "eth0", Queue: "rx-1", Value: "00000000"},
+		{Kind: plan.KindRPSFlowCnt, Device: "eth0", Queue: "rx-0", Value: "1000"},
+		{Kind: plan.KindXPSCPUs, Device: "eth0", Queue: "tx-0", Value: "1"},
+		{Kind: plan.KindXPSCPUs, Device: "eth0", Queue: "tx-1", Value: "2"},
+		{Kind: plan.KindNAPIAffinity, Device: "eth0", PID: 300, Thread: "napi/eth0-257", Value: "0"},
+		{Kind: plan.KindNAPIAffinity, Device: "eth0", PID: 301, Thread: "napi/eth0-258", Value: "1"},
+		{Kind: plan.KindIRQAffinity, Device: "eth0", IRQ: 60, Name: "eth0-rx-0", Value: "1"},
+		{Kind: plan.KindRPSCPUs, Device: "eth1", Queue: "rx-0", Value: "e"},
+		{Kind: plan.KindRPSFlowCnt, Device: "eth1", Queue: "rx-0", Value: "1000"},
+		{Kind: plan.KindXPSCPUs, Device: "eth1", Queue: "tx-0", Value: "f"},
+		{Kind: plan.KindSysctl, Key: "net.core.rps_sock_flow_entries", Value: "2000"},
 	}
-	return snap, w, plan
+	return snap, w, acts
 }
 
-func kinds(acts []Action) []string {
+func kinds(acts []plan.Action) []string {
 	var out []string
 	for _, a := range acts {
 		out = append(out, string(a.Kind)+" "+knobID(a))
@@ -146,8 +148,8 @@ func kinds(acts []Action) []string {
 }
 
 func TestApplyPlanWritesOnlyDifferences(t *testing.T) {
-	snap, w, plan := twoDeviceMachine()
-	res := ApplyPlan(context.Background(), w, snap, plan, false)
+	snap, w, acts := twoDeviceMachine()
+	res := ApplyPlan(context.Background(), w, snap, acts, false)
 	if len(res.Failed) != 0 || len(res.Skipped) != 0 {
 		t.Fatalf("failed %v skipped %v", res.Failed, res.Skipped)
 	}
@@ -156,8 +158,8 @@ func TestApplyPlanWritesOnlyDifferences(t *testing.T) {
 		t.Fatalf("unchanged %d changed %d, want 2 and 10: %v", res.Unchanged, len(res.Changed), kinds(res.Changed))
 	}
 	// One read per knob, at most one write per knob.
-	if len(w.reads) != len(plan) {
-		t.Errorf("%d reads for %d knobs: %v", len(w.reads), len(plan), w.reads)
+	if len(w.reads) != len(acts) {
+		t.Errorf("%d reads for %d knobs: %v", len(w.reads), len(acts), w.reads)
 	}
 	seen := map[string]bool{}
 	for _, wr := range w.writes {
@@ -177,7 +179,7 @@ func TestApplyPlanWritesOnlyDifferences(t *testing.T) {
 	}
 	// Changed actions carry the value they replaced.
 	for _, a := range res.Changed {
-		if a.Kind == KindIRQAffinity && a.Current != "f" {
+		if a.Kind == plan.KindIRQAffinity && a.Current != "f" {
 			t.Errorf("irq action current %q, want f", a.Current)
 		}
 	}
@@ -189,8 +191,8 @@ func TestApplyPlanWritesOnlyDifferences(t *testing.T) {
 	w.files["proc/sys/net/core/rps_sock_flow_entries"] = "2048"
 	w.threads[301] = "1" // as sched_getaffinity shows it
 	w.writes = nil
-	res = ApplyPlan(context.Background(), w, snap, plan, false)
-	if len(res.Changed) != 0 || res.Unchanged != len(plan) || len(w.writes) != 0 {
+	res = ApplyPlan(context.Background(), w, snap, acts, false)
+	if len(res.Changed) != 0 || res.Unchanged != len(acts) || len(w.writes) != 0 {
 		t.Fatalf("second apply: changed %v, unchanged %d, writes %v", kinds(res.Changed), res.Unchanged, w.writes)
 	}
 }
@@ -283,9 +285,9 @@ func TestApplyPlanFaults(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			snap, w, plan := twoDeviceMachine()
+			snap, w, acts := twoDeviceMachine()
 			tc.setup(w)
-			res := ApplyPlan(context.Background(), w, snap, plan, false)
+			res := ApplyPlan(context.Background(), w, snap, acts, false)
 			if len(res.Failed) != tc.wantFailed || len(res.Skipped) != tc.wantSkipped {
 				t.Fatalf("failed %d skipped %d, want %d and %d\nfailed %+v\nskipped %+v",
 					len(res.Failed), len(res.Skipped), tc.wantFailed, tc.wantSkipped, res.Failed, res.Skipped)
@@ -329,9 +331,9 @@ func TestApplyPlanFaults(t *testing.T) {
 }
 
 func TestApplyPlanFailureKeepsKernelError(t *testing.T) {
-	snap, w, plan := twoDeviceMachine()
+	snap, w, acts := twoDeviceMachine()
 	w.failWrite["sys/class/net/eth1/queues/tx-0/xps_cpus"] = unix.EINVAL
-	res := ApplyPlan(context.Background(), w, snap, plan, false)
+	res := ApplyPlan(context.Background(), w, snap, acts, false)
 	if len(res.Failed) != 1 || !strings.Contains(res.Failed[0].Error, "invalid argument") {
 		t.Fatalf("failed = %+v, want the EINVAL text", res.Failed)
 	}
@@ -357,23 +359,23 @@ func TestApplyPlanRejectsUnsafeNames(t *testing.T) {
 	for _, name := range []string{"../../etc", "..", "."} {
 		snap.Devices = append(snap.Devices, platform.Device{Name: name, RxQueues: []platform.RxQueue{{Name: "rx-0"}}})
 	}
-	for _, a := range []Action{
-		{Kind: KindRPSCPUs, Device: "eth9", Queue: "rx-0", Value: "1"},
-		{Kind: KindRPSCPUs, Device: "../../etc", Queue: "rx-0", Value: "1"},
-		{Kind: KindRPSCPUs, Device: "..", Queue: "rx-0", Value: "1"},
-		{Kind: KindRPSFlowCnt, Device: ".", Queue: "rx-0", Value: "1"},
-		{Kind: KindRPSCPUs, Device: "eth0", Queue: "rx-0/../../x", Value: "1"},
-		{Kind: KindRPSCPUs, Device: "eth0", Queue: "tx-0", Value: "1"},
-		{Kind: KindXPSCPUs, Device: "eth0", Queue: "rx-0", Value: "1"},
-		{Kind: KindRPSCPUs, Device: "eth0", Queue: "rx-7", Value: "1"},
-		{Kind: KindNAPIAffinity, Device: "eth0", PID: 1, Thread: "init", Value: "0"},
-		{Kind: KindIRQAffinity, Device: "eth0", IRQ: 61, Value: "1"},
-		{Kind: KindSysctl, Key: "kernel.core_pattern", Value: "|/bin/sh"},
+	for _, a := range []plan.Action{
+		{Kind: plan.KindRPSCPUs, Device: "eth9", Queue: "rx-0", Value: "1"},
+		{Kind: plan.KindRPSCPUs, Device: "../../etc", Queue: "rx-0", Value: "1"},
+		{Kind: plan.KindRPSCPUs, Device: "..", Queue: "rx-0", Value: "1"},
+		{Kind: plan.KindRPSFlowCnt, Device: ".", Queue: "rx-0", Value: "1"},
+		{Kind: plan.KindRPSCPUs, Device: "eth0", Queue: "rx-0/../../x", Value: "1"},
+		{Kind: plan.KindRPSCPUs, Device: "eth0", Queue: "tx-0", Value: "1"},
+		{Kind: plan.KindXPSCPUs, Device: "eth0", Queue: "rx-0", Value: "1"},
+		{Kind: plan.KindRPSCPUs, Device: "eth0", Queue: "rx-7", Value: "1"},
+		{Kind: plan.KindNAPIAffinity, Device: "eth0", PID: 1, Thread: "init", Value: "0"},
+		{Kind: plan.KindIRQAffinity, Device: "eth0", IRQ: 61, Value: "1"},
+		{Kind: plan.KindSysctl, Key: "kernel.core_pattern", Value: "|/bin/sh"},
 		{Kind: "bogus", Device: "eth0", Value: "1"},
 	} {
 		t.Run(string(a.Kind)+" "+a.Device+" "+a.Queue+a.Key, func(t *testing.T) {
 			w.reads, w.writes = nil, nil
-			res := ApplyPlan(context.Background(), w, snap, []Action{a}, false)
+			res := ApplyPlan(context.Background(), w, snap, []plan.Action{a}, false)
 			if len(res.Failed) != 1 || !strings.Contains(res.Failed[0].Error, "invalid argument") {
 				t.Fatalf("failed %+v, want one invalid-argument failure", res.Failed)
 			}
@@ -385,8 +387,8 @@ func TestApplyPlanRejectsUnsafeNames(t *testing.T) {
 }
 
 func TestApplyPlanDryRunAndCancel(t *testing.T) {
-	snap, w, plan := twoDeviceMachine()
-	res := ApplyPlan(context.Background(), w, snap, plan, true)
+	snap, w, acts := twoDeviceMachine()
+	res := ApplyPlan(context.Background(), w, snap, acts, true)
 	if len(w.writes) != 0 {
 		t.Fatalf("dry run wrote %v", w.writes)
 	}
@@ -395,35 +397,35 @@ func TestApplyPlanDryRunAndCancel(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	res = ApplyPlan(ctx, w, snap, plan, false)
-	if len(w.writes) != 0 || len(res.Skipped) != len(plan) {
-		t.Fatalf("cancelled apply wrote %v, skipped %d of %d", w.writes, len(res.Skipped), len(plan))
+	res = ApplyPlan(ctx, w, snap, acts, false)
+	if len(w.writes) != 0 || len(res.Skipped) != len(acts) {
+		t.Fatalf("cancelled apply wrote %v, skipped %d of %d", w.writes, len(res.Skipped), len(acts))
 	}
 }
 
 func TestSameValue(t *testing.T) {
 	for _, tc := range []struct {
-		kind       ActionKind
+		kind       plan.ActionKind
 		live, want string
 		same       bool
 	}{
-		{KindRPSCPUs, "00000000", "0", true},
-		{KindRPSCPUs, "0f", "f", true},
-		{KindRPSCPUs, "00000001,00000000", "1,00000000", true},
-		{KindRPSCPUs, "e", "f", false},
-		{KindIRQAffinity, "ff", "f", false},
-		{KindNAPIAffinity, "0-3", "0,1,2,3", true},
-		{KindNAPIAffinity, "0-3", "0-2", false},
-		{KindRPSFlowCnt, "1024", "1000", true},
-		{KindRPSFlowCnt, "0", "0", true},
-		{KindRPSFlowCnt, "0", "1", false},
-		{KindRPSFlowCnt, "1", "1", true},
-		{KindSysctl, "4096", "4096", true},
-		{KindSysctl, "", "0", false},
-		{KindRPSCPUs, "zz", "0", false},
+		{plan.KindRPSCPUs, "00000000", "0", true},
+		{plan.KindRPSCPUs, "0f", "f", true},
+		{plan.KindRPSCPUs, "00000001,00000000", "1,00000000", true},
+		{plan.KindRPSCPUs, "e", "f", false},
+		{plan.KindIRQAffinity, "ff", "f", false},
+		{plan.KindNAPIAffinity, "0-3", "0,1,2,3", true},
+		{plan.KindNAPIAffinity, "0-3", "0-2", false},
+		{plan.KindRPSFlowCnt, "1024", "1000", true},
+		{plan.KindRPSFlowCnt, "0", "0", true},
+		{plan.KindRPSFlowCnt, "0", "1", false},
+		{plan.KindRPSFlowCnt, "1", "1", true},
+		{plan.KindSysctl, "4096", "4096", true},
+		{plan.KindSysctl, "", "0", false},
+		{plan.KindRPSCPUs, "zz", "0", false},
 	} {
-		if got := sameValue(tc.kind, tc.live, tc.want); got != tc.same {
-			t.Errorf("sameValue(%s, %q, %q) = %v, want %v", tc.kind, tc.live, tc.want, got, tc.same)
+		if got := plan.SameValue(tc.kind, tc.live, tc.want); got != tc.same {
+			t.Errorf("plan.SameValue(%s, %q, %q) = %v, want %v", tc.kind, tc.live, tc.want, got, tc.same)
 		}
 	}
 }
@@ -451,18 +453,18 @@ func TestVanished(t *testing.T) {
 // sys/class/net/<one name>/queues/<rx-N|tx-N>/ or one of the fixed procfs
 // knobs.
 func FuzzResolveKnob(f *testing.F) {
-	f.Add(string(KindRPSCPUs), "eth0", "rx-0", 0)
-	f.Add(string(KindXPSCPUs), "..", "tx-1", 0)
-	f.Add(string(KindRPSFlowCnt), ".", "rx-0", 0)
-	f.Add(string(KindRPSCPUs), "a/b", "rx-0/../../x", 0)
-	f.Add(string(KindIRQAffinity), "", "", 60)
-	f.Add(string(KindSysctl), "", "", 0)
+	f.Add(string(plan.KindRPSCPUs), "eth0", "rx-0", 0)
+	f.Add(string(plan.KindXPSCPUs), "..", "tx-1", 0)
+	f.Add(string(plan.KindRPSFlowCnt), ".", "rx-0", 0)
+	f.Add(string(plan.KindRPSCPUs), "a/b", "rx-0/../../x", 0)
+	f.Add(string(plan.KindIRQAffinity), "", "", 60)
+	f.Add(string(plan.KindSysctl), "", "", 0)
 	f.Fuzz(func(t *testing.T, kind, dev, queue string, irq int) {
 		snap := &platform.Snapshot{
 			Devices: []platform.Device{{Name: dev, RxQueues: []platform.RxQueue{{Name: queue}}, TxQueues: []platform.TxQueue{{Name: queue}}}},
 			IRQs:    []platform.IRQ{{Number: irq}},
 		}
-		k, err := newKnobIndex(snap).resolveKnob(Action{Kind: ActionKind(kind), Device: dev, Queue: queue, IRQ: irq, Key: queue})
+		k, err := newKnobIndex(snap).resolveKnob(plan.Action{Kind: plan.ActionKind(kind), Device: dev, Queue: queue, IRQ: irq, Key: queue})
 		if err != nil || k.thread {
 			return
 		}
@@ -518,5 +520,41 @@ func TestNoExecOnApplyPath(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestResultDevicesThroughThreadsAndIRQs: an apply whose only changes are
+// NAPI thread and IRQ moves names their device (the applied event's
+// devices come from Result.Devices).
+func TestResultDevicesThroughThreadsAndIRQs(t *testing.T) {
+	root := fixturetest.Root(t, "ipq807x", nil)
+	snap, err := platform.Read(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.NewPlan(snap, plan.PlanRequest{Mode: plan.ModeAuto})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var moves []plan.Action
+	for _, a := range p.Actions {
+		if (a.Kind == plan.KindNAPIAffinity || a.Kind == plan.KindIRQAffinity) && !a.Holds() {
+			moves = append(moves, a)
+		}
+	}
+	if len(moves) == 0 {
+		t.Fatal("the ipq807x plan moves no thread or IRQ")
+	}
+	res := ApplyPlan(context.Background(), NewFSWriter(root), snap, moves, false)
+	if len(res.Changed) != len(moves) || len(res.Failed) != 0 {
+		t.Fatalf("changed %d of %d, failed %v", len(res.Changed), len(moves), res.Failed)
+	}
+	for _, a := range res.Changed {
+		if a.Device != "" {
+			t.Fatalf("a thread or IRQ action with a device %q: the test needs none", a.Device)
+		}
+	}
+	if strings.Join(res.Devices, ",") != "eth0" {
+		t.Errorf("Devices = %v, want [eth0]", res.Devices)
 	}
 }

@@ -2,6 +2,7 @@ package steering
 
 import (
 	"context"
+	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,10 +16,10 @@ import (
 )
 
 // deviceTestRoot builds preset with mode configured (setDeviceTestMode).
-func deviceTestRoot(t *testing.T, preset string, mode Mode) string {
+func deviceTestRoot(t *testing.T, preset string, mode plan.Mode) string {
 	t.Helper()
 	root := fixturetest.Root(t, preset, func(s *fixture.Spec) {
-		s.Processes = dropPIDClashes(s.Processes)
+		s.Processes = fixture.DropPIDClashes(s.Processes)
 	})
 	setDeviceTestMode(t, root, mode)
 	return root
@@ -28,10 +29,10 @@ func deviceTestRoot(t *testing.T, preset string, mode Mode) string {
 // in custom mode it also gives the first netdev with rx queues and a bus
 // device an override and names a netdev the stock rule skips (a bridge, a
 // VLAN, a DSA user port), so that it is managed too.
-func setDeviceTestMode(t *testing.T, root string, mode Mode) {
+func setDeviceTestMode(t *testing.T, root string, mode plan.Mode) {
 	t.Helper()
 	text := "config globals 'globals'\n\toption mode '" + string(mode) + "'\n"
-	if mode == ModeCustom {
+	if mode == plan.ModeCustom {
 		snap, err := platform.Read(context.Background(), root)
 		if err != nil {
 			t.Fatal(err)
@@ -79,37 +80,37 @@ func TestDeviceApplyMatchesFullApply(t *testing.T) {
 	}})
 	for _, m := range machines {
 		root := fixturetest.Root(t, m.preset, func(s *fixture.Spec) {
-			s.Processes = dropPIDClashes(s.Processes)
+			s.Processes = fixture.DropPIDClashes(s.Processes)
 			if m.tweak != nil {
 				m.tweak(s)
 			}
 		})
 		preset := m.name
-		for _, mode := range Modes {
-			if _, err := ParseMode(string(mode)); err != nil {
+		for _, mode := range plan.Modes {
+			if _, err := plan.ParseMode(string(mode)); err != nil {
 				continue // adaptive is not in this build
 			}
 			t.Run(preset+"/"+string(mode), func(t *testing.T) {
 				setDeviceTestMode(t, root, mode)
 				e := NewEngine(root)
-				snap, p, full, err := e.planApply(ctx, ApplyRequest{}, nil, Settings{})
+				snap, p, full, err := e.planApply(ctx, ApplyRequest{}, nil, plan.Settings{})
 				if err != nil {
 					t.Fatalf("full apply: %v", err)
 				}
 				if p.Mode != mode {
 					t.Fatalf("planned mode %s, configured %s", p.Mode, mode)
 				}
-				pair := PairQueues(snap)
+				pair := plan.PairQueues(snap)
 				covered := 0
 				for _, d := range snap.Devices {
-					var want []Action
+					var want []plan.Action
 					for _, a := range full {
 						if pair.ActionDevice(a) == d.Name {
 							want = append(want, a)
 						}
 					}
 					covered += len(want)
-					_, _, got, err := NewEngine(root).planApply(ctx, ApplyRequest{Device: d.Name}, nil, Settings{})
+					_, _, got, err := NewEngine(root).planApply(ctx, ApplyRequest{Device: d.Name}, nil, plan.Settings{})
 					if err != nil {
 						t.Fatalf("apply --device %s: %v", d.Name, err)
 					}
@@ -128,18 +129,18 @@ func TestDeviceApplyMatchesFullApply(t *testing.T) {
 // other devices' IRQ affinities and NAPI thread CPUs.
 func TestDeviceApplyReadsLess(t *testing.T) {
 	tests := []struct {
-		mode   Mode
+		mode   plan.Mode
 		others bool // the other netdevs are in the snapshot
 	}{
-		{ModeAuto, true},
-		{ModeLegacy, true},
-		{ModeOff, false},
+		{plan.ModeAuto, true},
+		{plan.ModeLegacy, true},
+		{plan.ModeOff, false},
 	}
 	ctx := context.Background()
 	for _, tt := range tests {
 		t.Run(string(tt.mode), func(t *testing.T) {
 			root := deviceTestRoot(t, "ipq807x", tt.mode)
-			snap, _, _, err := NewEngine(root).planApply(ctx, ApplyRequest{Device: "wlan0"}, nil, Settings{})
+			snap, _, _, err := NewEngine(root).planApply(ctx, ApplyRequest{Device: "wlan0"}, nil, plan.Settings{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -178,7 +179,7 @@ func TestDeviceApplyReadsLess(t *testing.T) {
 // processes, identity, config) as for a full apply; dev's directory,
 // queues listing and driver link, and those of every other netdev when
 // others (the decision depends on them); and dev's knobs only.
-func deviceApplyFloor(t *testing.T, root string, snap *platform.Snapshot, p *Plan, dev string, others bool) (int, map[string]int) {
+func deviceApplyFloor(t *testing.T, root string, snap *platform.Snapshot, p *plan.Plan, dev string, others bool) (int, map[string]int) {
 	t.Helper()
 	return floorCost(floorReads(t, root, snap, p, dev, others))
 }
@@ -190,7 +191,7 @@ func deviceApplyFloor(t *testing.T, root string, snap *platform.Snapshot, p *Pla
 // and off, and holds each within twice its floor (deviceApplyFloor).
 func TestDeviceApplyNearFloor(t *testing.T) {
 	ctx := context.Background()
-	for _, mode := range []Mode{ModeAuto, ModeOff} {
+	for _, mode := range []plan.Mode{plan.ModeAuto, plan.ModeOff} {
 		root := deviceTestRoot(t, "ipq807x", mode)
 		for _, dev := range []string{"eth0", "wlan0", "lan1"} {
 			t.Run(string(mode)+"/"+dev, func(t *testing.T) {
@@ -209,11 +210,11 @@ func TestDeviceApplyNearFloor(t *testing.T) {
 				}
 				got := count.Total()
 				calls := count.String()
-				full, p, err := e.Plan(ctx, PlanRequest{})
+				full, p, err := e.Plan(ctx, plan.PlanRequest{})
 				if err != nil {
 					t.Fatal(err)
 				}
-				others := mode != ModeOff
+				others := mode != plan.ModeOff
 				floor, parts := deviceApplyFloor(t, root, full, p, dev, others)
 				whole, _ := applyFloor(t, root, full, p)
 				t.Logf("ipq807x %s apply --device %s: floor %d %v (whole machine's floor %d); apply %d (%s): %.2fx the floor",

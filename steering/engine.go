@@ -2,8 +2,8 @@ package steering
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"path/filepath"
 	"sync"
@@ -11,17 +11,6 @@ import (
 
 	"github.com/packet-steering/packet-steering/platform"
 )
-
-// ErrInvalid marks a request the caller got wrong (unknown mode or device,
-// negative or absurd flows). Errors wrapping it map to ubus INVALID_ARGUMENT
-// and CLI exit status 2; nothing has been changed when it is returned.
-var ErrInvalid = errors.New("invalid argument")
-
-// PlanRequest selects what to plan. Zero values mean "as configured".
-type PlanRequest struct {
-	Mode  Mode
-	Flows *int
-}
 
 // ApplyRequest is one apply. Device limits it to one netdev ("" = all).
 type ApplyRequest struct {
@@ -33,7 +22,7 @@ type ApplyRequest struct {
 // SetModeRequest changes the mode. With Persist the choice is written to UCI;
 // without, it changes only the live state until the next restart.
 type SetModeRequest struct {
-	Mode    Mode
+	Mode    plan.Mode
 	Flows   *int
 	Persist bool
 	Reason  string
@@ -41,11 +30,11 @@ type SetModeRequest struct {
 
 // Result reports one apply.
 type Result struct {
-	Mode      Mode      `json:"mode,omitempty"`
-	Changed   []Action  `json:"changed"`
-	Unchanged int       `json:"unchanged"`
-	Failed    []Failure `json:"failed"`
-	Skipped   []Skip    `json:"skipped,omitempty"`
+	Mode      plan.Mode     `json:"mode,omitempty"`
+	Changed   []plan.Action `json:"changed"`
+	Unchanged int           `json:"unchanged"`
+	Failed    []Failure     `json:"failed"`
+	Skipped   []Skip        `json:"skipped,omitempty"`
 	// Devices names every device whose knobs changed, also through its
 	// NAPI threads or IRQs, in name order.
 	Devices    []string `json:"devices,omitempty"`
@@ -54,14 +43,14 @@ type Result struct {
 
 // Failure is an action that could not be written, with the kernel's error.
 type Failure struct {
-	Action Action `json:"action"`
-	Error  string `json:"error"`
+	Action plan.Action `json:"action"`
+	Error  string      `json:"error"`
 }
 
 // Skip is an action not written because its target vanished (ENOENT, ENODEV).
 type Skip struct {
-	Action Action `json:"action"`
-	Reason string `json:"reason"`
+	Action plan.Action `json:"action"`
+	Reason string      `json:"reason"`
 }
 
 // ApplyRecord summarises the last apply for status.
@@ -73,33 +62,25 @@ type ApplyRecord struct {
 	DurationUS int64     `json:"duration_us"`
 }
 
-// Settings is the effective configuration: mode and flows and where they
-// came from ("packet_steering", "network", "default" or "live").
-type Settings struct {
-	Mode   Mode   `json:"mode"`
-	Flows  int    `json:"flows"`
-	Source string `json:"source"`
-}
-
 // Status is what `status` shows.
 type Status struct {
-	Mode       Mode         `json:"mode"`
-	Configured Settings     `json:"configured"`
-	Policy     string       `json:"policy"`
-	Evidence   string       `json:"evidence,omitempty"`
-	Platform   PlatformInfo `json:"platform"`
-	Offload    string       `json:"offload"` // none, software, hardware
-	InSync     bool         `json:"in_sync"`
-	LastApply  *ApplyRecord `json:"last_apply,omitempty"`
+	Mode       plan.Mode     `json:"mode"`
+	Configured plan.Settings `json:"configured"`
+	Policy     string        `json:"policy"`
+	Evidence   string        `json:"evidence,omitempty"`
+	Platform   PlatformInfo  `json:"platform"`
+	Offload    string        `json:"offload"` // none, software, hardware
+	InSync     bool          `json:"in_sync"`
+	LastApply  *ApplyRecord  `json:"last_apply,omitempty"`
 	// UnfinishedApply: an apply before this process's first one was killed
 	// midway (see ApplyMarkerFile); the apply that found it re-applied
 	// every knob.
 	UnfinishedApply *UnfinishedApply `json:"unfinished_apply,omitempty"`
-	Hints           []Hint           `json:"hints"`
+	Hints           []plan.Hint      `json:"hints"`
 	// Writers are the other programs that write these knobs: taken over,
 	// deferred to (their knobs left alone), inactive, or in conflict.
-	Writers []WriterStatus `json:"writers,omitempty"`
-	CPUs    []CPUStat      `json:"cpus"`
+	Writers []plan.WriterStatus `json:"writers,omitempty"`
+	CPUs    []CPUStat           `json:"cpus"`
 	// ConfigErrors lists config files that do not parse (the last good
 	// state is kept while they are broken).
 	ConfigErrors []platform.Gap `json:"config_errors,omitempty"`
@@ -219,8 +200,8 @@ type Engine struct {
 	stateFile string        // WithStateFile; "": live settings and last apply in memory only
 	lockWait  time.Duration // WithLockWait; 0: wait as long as the caller's ctx allows
 
-	mu        sync.Mutex // guards the fields below
-	live      *Settings  // set_mode without persist; nil: as configured
+	mu        sync.Mutex     // guards the fields below
+	live      *plan.Settings // set_mode without persist; nil: as configured
 	lastApply *ApplyRecord
 	lastGood  *platform.Config // last config read without parse errors
 	// unfinished is the apply an apply of this engine found unfinished
@@ -236,8 +217,8 @@ type Engine struct {
 type viewState struct {
 	at   time.Time
 	snap *platform.Snapshot
-	set  Settings
-	plan *Plan
+	set  plan.Settings
+	plan *plan.Plan
 }
 
 // Option configures an Engine.
@@ -342,7 +323,7 @@ func (e *Engine) inputs(ctx context.Context) (*platform.Snapshot, error) {
 // the others are read in off too; so they are while a config file does
 // not parse (the last good one stands in) and when dev does not exist.
 func (e *Engine) othersMatter(cfg *platform.Config, dev *platform.Device) bool {
-	if dev == nil || dev.Driver == mtkSocEth || len(cfg.Errors) > 0 {
+	if dev == nil || dev.Driver == plan.MTKSocEth || len(cfg.Errors) > 0 {
 		return true
 	}
 	e.mu.Lock()
@@ -350,25 +331,25 @@ func (e *Engine) othersMatter(cfg *platform.Config, dev *platform.Device) bool {
 	live := e.live
 	e.mu.Unlock()
 	if live != nil {
-		return live.Mode != ModeOff
+		return live.Mode != plan.ModeOff
 	}
-	s, _ := ResolveSettings(&platform.Snapshot{Config: *cfg})
-	return s.Mode != ModeOff
+	s, _ := plan.ResolveSettings(&platform.Snapshot{Config: *cfg})
+	return s.Mode != plan.ModeOff
 }
 
 // state reads the machine's inputs and resolves the effective settings.
 // While a config file does not parse, the last good config stands in for
 // it (its errors stay listed in Config.Errors).
-func (e *Engine) state(ctx context.Context) (*platform.Snapshot, Settings, error) {
+func (e *Engine) state(ctx context.Context) (*platform.Snapshot, plan.Settings, error) {
 	snap, err := e.inputs(ctx)
 	if err != nil {
-		return nil, Settings{}, err
+		return nil, plan.Settings{}, err
 	}
 	return e.settle(snap)
 }
 
 // settle resolves the effective settings of snap (see state).
-func (e *Engine) settle(snap *platform.Snapshot) (*platform.Snapshot, Settings, error) {
+func (e *Engine) settle(snap *platform.Snapshot) (*platform.Snapshot, plan.Settings, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if len(snap.Config.Errors) == 0 {
@@ -385,9 +366,9 @@ func (e *Engine) settle(snap *platform.Snapshot) (*platform.Snapshot, Settings, 
 	}
 	// ResolveSettings always returns usable settings; invalid values it
 	// replaced by defaults (a *SettingsError) reach the user as a plan hint.
-	s, err := ResolveSettings(snap)
-	if err != nil && !IsSettingsError(err) {
-		return nil, Settings{}, fmt.Errorf("settings: %w", err)
+	s, err := plan.ResolveSettings(snap)
+	if err != nil && !plan.IsSettingsError(err) {
+		return nil, plan.Settings{}, fmt.Errorf("settings: %w", err)
 	}
 	return snap, s, nil
 }
@@ -437,13 +418,13 @@ func (e *Engine) dropView() {
 	e.gen++
 }
 
-func (e *Engine) plan(snap *platform.Snapshot, s Settings) (*Plan, error) {
+func (e *Engine) plan(snap *platform.Snapshot, s plan.Settings) (*plan.Plan, error) {
 	flows := s.Flows
-	p, err := NewPlan(snap, PlanRequest{Mode: s.Mode, Flows: &flows})
+	p, err := plan.NewPlan(snap, plan.PlanRequest{Mode: s.Mode, Flows: &flows})
 	if err != nil {
 		return nil, fmt.Errorf("plan %s: %w", s.Mode, err)
 	}
-	if s.Mode == ModeAdaptive {
+	if s.Mode == plan.ModeAdaptive {
 		p = e.adaptPlan(snap, p)
 	}
 	return p, nil
@@ -451,7 +432,7 @@ func (e *Engine) plan(snap *platform.Snapshot, s Settings) (*Plan, error) {
 
 // Plan reads the machine and plans it. Zero fields of req mean "as
 // configured" (including a live set_mode override).
-func (e *Engine) Plan(ctx context.Context, req PlanRequest) (*platform.Snapshot, *Plan, error) {
+func (e *Engine) Plan(ctx context.Context, req plan.PlanRequest) (*platform.Snapshot, *plan.Plan, error) {
 	// The snapshot goes to the caller: read all of it.
 	full, err := e.Snapshot(ctx)
 	if err != nil {
@@ -462,14 +443,14 @@ func (e *Engine) Plan(ctx context.Context, req PlanRequest) (*platform.Snapshot,
 		return nil, nil, err
 	}
 	if req.Mode != "" {
-		m, err := ParseMode(string(req.Mode))
+		m, err := plan.ParseMode(string(req.Mode))
 		if err != nil {
 			return nil, nil, err
 		}
 		s.Mode = m
 	}
 	if req.Flows != nil {
-		if err := CheckFlows(*req.Flows); err != nil {
+		if err := plan.CheckFlows(*req.Flows); err != nil {
 			return nil, nil, err
 		}
 		s.Flows = *req.Flows
@@ -513,7 +494,7 @@ func (e *Engine) lock(ctx context.Context) (func(), error) {
 // ErrInvalid; with DryRun nothing is written (and no lock file is taken).
 func (e *Engine) Apply(ctx context.Context, req ApplyRequest) (*Result, error) {
 	if req.Device != "" && !validDeviceName(req.Device) {
-		return nil, fmt.Errorf("device %q: %w", req.Device, ErrInvalid)
+		return nil, fmt.Errorf("device %q: %w", req.Device, plan.ErrInvalid)
 	}
 	if req.Device != "" {
 		// Refuse an unknown device before taking the lock, so that a
@@ -521,7 +502,7 @@ func (e *Engine) Apply(ctx context.Context, req ApplyRequest) (*Result, error) {
 		// sys/class/net entry is enough here (the name is checked above);
 		// the snapshot read under the lock checks it again.
 		if _, err := os.Lstat(filepath.Join(e.root, "sys", "class", "net", req.Device)); err != nil {
-			return nil, fmt.Errorf("no device %q: %w", req.Device, ErrInvalid)
+			return nil, fmt.Errorf("no device %q: %w", req.Device, plan.ErrInvalid)
 		}
 	}
 	if req.DryRun {
@@ -538,12 +519,12 @@ func (e *Engine) Apply(ctx context.Context, req ApplyRequest) (*Result, error) {
 		}
 		defer unlock()
 	}
-	return e.applyLocked(ctx, req, nil, Settings{})
+	return e.applyLocked(ctx, req, nil, plan.Settings{})
 }
 
 // applyLocked plans and applies; the caller holds the lock. With snap nil
 // it reads the machine and the settings; otherwise it plans snap with eff.
-func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platform.Snapshot, eff Settings) (*Result, error) {
+func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platform.Snapshot, eff plan.Settings) (*Result, error) {
 	start := time.Now()
 	snap, p, actions, err := e.planApply(ctx, req, snap, eff)
 	if err != nil {
@@ -589,7 +570,7 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 // planApply is the decision of an apply: the snapshot it reads (with snap
 // nil: the machine, for req.Device only what that device's decision needs),
 // its plan, and the actions it writes (for req.Device, that device's).
-func (e *Engine) planApply(ctx context.Context, req ApplyRequest, snap *platform.Snapshot, eff Settings) (*platform.Snapshot, *Plan, []Action, error) {
+func (e *Engine) planApply(ctx context.Context, req ApplyRequest, snap *platform.Snapshot, eff plan.Settings) (*platform.Snapshot, *plan.Plan, []plan.Action, error) {
 	if snap == nil {
 		var s *platform.Snapshot
 		var err error
@@ -607,7 +588,7 @@ func (e *Engine) planApply(ctx context.Context, req ApplyRequest, snap *platform
 		}
 	}
 	if req.Device != "" && snapDevice(snap, req.Device) == nil {
-		return nil, nil, nil, fmt.Errorf("no device %q: %w", req.Device, ErrInvalid)
+		return nil, nil, nil, fmt.Errorf("no device %q: %w", req.Device, plan.ErrInvalid)
 	}
 	p, err := e.plan(snap, eff)
 	if err != nil {
@@ -616,7 +597,7 @@ func (e *Engine) planApply(ctx context.Context, req ApplyRequest, snap *platform
 	actions := p.Actions
 	if req.Device != "" {
 		actions = nil
-		pair := PairQueues(snap)
+		pair := plan.PairQueues(snap)
 		for _, a := range p.Actions {
 			if pair.ActionDevice(a) == req.Device {
 				actions = append(actions, a)
@@ -640,12 +621,12 @@ func snapDevice(snap *platform.Snapshot, name string) *platform.Device {
 // ErrInvalid with nothing written; a config write that fails leaves the live
 // state as it was and applies nothing.
 func (e *Engine) SetMode(ctx context.Context, req SetModeRequest) (*Result, error) {
-	m, err := ParseMode(string(req.Mode))
+	m, err := plan.ParseMode(string(req.Mode))
 	if err != nil {
 		return nil, err
 	}
 	if req.Flows != nil {
-		if err := CheckFlows(*req.Flows); err != nil {
+		if err := plan.CheckFlows(*req.Flows); err != nil {
 			return nil, err
 		}
 	}
@@ -661,7 +642,7 @@ func (e *Engine) SetMode(ctx context.Context, req SetModeRequest) (*Result, erro
 	if err != nil {
 		return nil, err
 	}
-	want := Settings{Mode: m, Flows: cur.Flows, Source: SourceLive}
+	want := plan.Settings{Mode: m, Flows: cur.Flows, Source: plan.SourceLive}
 	if req.Flows != nil {
 		want.Flows = *req.Flows
 	}
@@ -669,7 +650,7 @@ func (e *Engine) SetMode(ctx context.Context, req SetModeRequest) (*Result, erro
 		if err := persistSettings(e.configDir, want.Mode, want.Flows); err != nil {
 			return nil, err
 		}
-		want.Source = SourcePacketSteering
+		want.Source = plan.SourcePacketSteering
 		e.mu.Lock()
 		e.live = nil
 		e.dropView()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,7 +36,7 @@ func userNAPIStatus(t *testing.T, root string, spec fixture.Spec) map[int]string
 func TestApplyIdempotentOnPresets(t *testing.T) {
 	ctx := context.Background()
 	for _, name := range fixture.PresetNames() {
-		for _, mode := range BuiltModes() {
+		for _, mode := range plan.Modes {
 			t.Run(name+"/"+string(mode), func(t *testing.T) {
 				spec, _ := fixture.Preset(name)
 				root := fixturetest.Root(t, name, nil)
@@ -50,12 +51,12 @@ func TestApplyIdempotentOnPresets(t *testing.T) {
 				}
 				// Every action the plan holds is now live, as a fresh
 				// read of the fixture shows.
-				_, p, err := e.Plan(ctx, PlanRequest{})
+				_, p, err := e.Plan(ctx, plan.PlanRequest{})
 				if err != nil {
 					t.Fatal(err)
 				}
 				for _, a := range p.Actions {
-					if a.Current != "" && !(a.Kind == KindSysctl && a.Current == "-1") && !sameValue(a.Kind, a.Current, a.Value) {
+					if a.Current != "" && !(a.Kind == plan.KindSysctl && a.Current == "-1") && !plan.SameValue(a.Kind, a.Current, a.Value) {
 						t.Errorf("after apply %s %s is %q, want %q", a.Kind, a.Target(), a.Current, a.Value)
 					}
 				}
@@ -92,16 +93,16 @@ func TestApplyFixtureThreadAffinity(t *testing.T) {
 	ctx := context.Background()
 	root := fixturetest.Root(t, "ipq807x", nil)
 	e := NewEngine(root)
-	if _, err := e.SetMode(ctx, SetModeRequest{Mode: ModeAuto}); err != nil {
+	if _, err := e.SetMode(ctx, SetModeRequest{Mode: plan.ModeAuto}); err != nil {
 		t.Fatal(err)
 	}
-	snap, p, err := e.Plan(ctx, PlanRequest{})
+	snap, p, err := e.Plan(ctx, plan.PlanRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
 	for _, a := range p.Actions {
-		if a.Kind != KindNAPIAffinity {
+		if a.Kind != plan.KindNAPIAffinity {
 			continue
 		}
 		n++
@@ -131,7 +132,7 @@ func TestEngineApplyOneDevice(t *testing.T) {
 		if dev == "" {
 			continue
 		}
-		if _, err := e.Apply(ctx, ApplyRequest{Device: dev}); !errors.Is(err, ErrInvalid) {
+		if _, err := e.Apply(ctx, ApplyRequest{Device: dev}); !errors.Is(err, plan.ErrInvalid) {
 			t.Errorf("Apply(device %q) = %v, want ErrInvalid", dev, err)
 		}
 	}
@@ -148,10 +149,10 @@ func TestEngineApplyOneDevice(t *testing.T) {
 	}
 	threads := 0
 	for _, a := range res.Changed {
-		if PairQueues(snap).ActionDevice(a) != "eth0" {
+		if plan.PairQueues(snap).ActionDevice(a) != "eth0" {
 			t.Errorf("device apply of eth0 changed %s %s", a.Kind, a.Target())
 		}
-		if a.Kind == KindNAPIAffinity || a.Kind == KindIRQAffinity {
+		if a.Kind == plan.KindNAPIAffinity || a.Kind == plan.KindIRQAffinity {
 			threads++
 		}
 	}
@@ -163,7 +164,7 @@ func TestEngineApplyOneDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range dry.Changed {
-		if PairQueues(snap).ActionDevice(a) == "eth0" {
+		if plan.PairQueues(snap).ActionDevice(a) == "eth0" {
 			t.Errorf("eth0 knob %s still differs after its device apply", a.Target())
 		}
 	}
@@ -173,7 +174,7 @@ func TestQueues(t *testing.T) {
 	ctx := context.Background()
 	root := fixturetest.Root(t, "ipq807x", nil)
 	e := NewEngine(root)
-	if _, err := e.Queues(ctx, "nope0"); !errors.Is(err, ErrInvalid) {
+	if _, err := e.Queues(ctx, "nope0"); !errors.Is(err, plan.ErrInvalid) {
 		t.Fatalf("unknown device: %v", err)
 	}
 	all, err := e.Queues(ctx, "")
@@ -184,7 +185,7 @@ func TestQueues(t *testing.T) {
 	if len(all) != len(snap.Devices) {
 		t.Fatalf("%d devices, want %d", len(all), len(snap.Devices))
 	}
-	if _, err := e.SetMode(ctx, SetModeRequest{Mode: ModeAuto}); err != nil {
+	if _, err := e.SetMode(ctx, SetModeRequest{Mode: plan.ModeAuto}); err != nil {
 		t.Fatal(err)
 	}
 	qs, err := e.Queues(ctx, "eth0")
@@ -226,7 +227,7 @@ func TestStatusOffloadAndPlatform(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		preset, offload string
-	}{{"bcm53xx", OffloadNone}, {"bcm53xx-sw", OffloadSoftware}, {"bcm53xx-hw", OffloadHardware}} {
+	}{{"bcm53xx", plan.OffloadNone}, {"bcm53xx-sw", plan.OffloadSoftware}, {"bcm53xx-hw", plan.OffloadHardware}} {
 		st, err := NewEngine(fixturetest.Root(t, tc.preset, nil)).Status(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -280,10 +281,10 @@ func BenchmarkApply(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			root := fixturetest.Root(b, "ipq807x", tenDevices)
 			e := NewEngine(root)
-			if _, err := e.SetMode(ctx, SetModeRequest{Mode: ModeAuto}); err != nil {
+			if _, err := e.SetMode(ctx, SetModeRequest{Mode: plan.ModeAuto}); err != nil {
 				b.Fatal(err)
 			}
-			modes := []Mode{ModeLegacy, ModeAuto}
+			modes := []plan.Mode{plan.ModeLegacy, plan.ModeAuto}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -354,12 +355,14 @@ func TestViewCache(t *testing.T) {
 				t.Errorf("not in sync after the repair apply")
 			}
 			// A live mode change drops it too.
-			if _, err := e.SetMode(ctx, SetModeRequest{Mode: ModeOff}); err != nil {
+			if _, err := e.SetMode(ctx, SetModeRequest{Mode: plan.ModeOff}); err != nil {
 				t.Fatal(err)
 			}
-			if st, _ = e.Status(ctx); st.Mode != ModeOff || !st.InSync {
+			if st, _ = e.Status(ctx); st.Mode != plan.ModeOff || !st.InSync {
 				t.Errorf("after set_mode off: mode %s in sync %v", st.Mode, st.InSync)
 			}
 		})
 	}
 }
+
+func intp(n int) *int { return &n }

@@ -2,6 +2,7 @@ package steering
 
 import (
 	"context"
+	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -55,7 +56,7 @@ type floorRead struct {
 //     that exist (read without the locking protocol's flock and stats);
 //   - every other knob of the plan (rps_cpus, rps_flow_cnt, xps_cpus,
 //     IRQ affinities, the sysctl): one file each.
-func applyFloor(t testing.TB, root string, snap *platform.Snapshot, p *Plan) (int, map[string]int) {
+func applyFloor(t testing.TB, root string, snap *platform.Snapshot, p *plan.Plan) (int, map[string]int) {
 	t.Helper()
 	return floorCost(floorReads(t, root, snap, p, "", true))
 }
@@ -75,7 +76,7 @@ func floorCost(reads []floorRead) (int, map[string]int) {
 // is the floor of the apply of that netdev: its own directory, queues
 // listing and driver link and, when others (its decision depends on the
 // other netdevs), those of every other netdev; and its knobs only.
-func floorReads(t testing.TB, root string, snap *platform.Snapshot, p *Plan, dev string, others bool) []floorRead {
+func floorReads(t testing.TB, root string, snap *platform.Snapshot, p *plan.Plan, dev string, others bool) []floorRead {
 	t.Helper()
 	var out []floorRead
 	add := func(part string, cost int, rel string) { out = append(out, floorRead{part, cost, rel}) }
@@ -124,20 +125,20 @@ func floorReads(t testing.TB, root string, snap *platform.Snapshot, p *Plan, dev
 			add("config", floorFile, "etc/config/"+f)
 		}
 	}
-	pair := PairQueues(snap)
+	pair := plan.PairQueues(snap)
 	for _, a := range p.Actions {
-		if a.Kind == KindNAPIAffinity || (dev != "" && pair.ActionDevice(a) != dev) {
+		if a.Kind == plan.KindNAPIAffinity || (dev != "" && pair.ActionDevice(a) != dev) {
 			continue
 		}
 		rel := ""
 		switch a.Kind {
-		case KindRPSCPUs, KindRPSFlowCnt:
+		case plan.KindRPSCPUs, plan.KindRPSFlowCnt:
 			rel = "sys/class/net/" + a.Device + "/queues/" + a.Queue + "/" + string(a.Kind)
-		case KindXPSCPUs:
+		case plan.KindXPSCPUs:
 			rel = "sys/class/net/" + a.Device + "/queues/" + a.Queue + "/xps_cpus"
-		case KindIRQAffinity:
+		case plan.KindIRQAffinity:
 			rel = "proc/irq/" + strconv.Itoa(a.IRQ) + "/smp_affinity"
-		case KindSysctl:
+		case plan.KindSysctl:
 			rel = "proc/sys/" + strings.ReplaceAll(a.Key, ".", "/")
 		default:
 			t.Fatalf("floor: no path for %s", a.Kind)
@@ -186,12 +187,12 @@ func processCPU(b *testing.B) time.Duration {
 // (cpu-ns/op), which another load on the machine disturbs less.
 func BenchmarkApplyFloor(b *testing.B) {
 	ctx := context.Background()
-	root := fixturetest.Root(b, "ipq807x", func(s *fixture.Spec) { s.Processes = dropPIDClashes(s.Processes) })
+	root := fixturetest.Root(b, "ipq807x", func(s *fixture.Spec) { s.Processes = fixture.DropPIDClashes(s.Processes) })
 	e := NewEngine(root)
 	if _, err := e.Apply(ctx, ApplyRequest{Reason: "sync"}); err != nil {
 		b.Fatal(err)
 	}
-	snap, p, err := e.Plan(ctx, PlanRequest{})
+	snap, p, err := e.Plan(ctx, plan.PlanRequest{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func TestApplyNearFloor(t *testing.T) {
 	if !ok {
 		t.Fatal("no preset ipq807x")
 	}
-	spec.Processes = dropPIDClashes(spec.Processes)
+	spec.Processes = fixture.DropPIDClashes(spec.Processes)
 	root := t.TempDir()
 	if err := fixture.Build(root, spec); err != nil {
 		t.Fatalf("build ipq807x: %v", err)
@@ -266,7 +267,7 @@ func TestApplyNearFloor(t *testing.T) {
 	got := count.Total()
 	calls := count.String()
 
-	snap, p, err := e.Plan(ctx, PlanRequest{})
+	snap, p, err := e.Plan(ctx, plan.PlanRequest{})
 	if err != nil {
 		t.Fatalf("plan: %v", err)
 	}

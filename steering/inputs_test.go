@@ -2,6 +2,7 @@ package steering
 
 import (
 	"context"
+	"github.com/packet-steering/packet-steering/plan"
 	"reflect"
 	"testing"
 
@@ -36,10 +37,10 @@ func TestInputsDecideAsFullRead(t *testing.T) {
 			if reflect.DeepEqual(full, in) && hasDescriptive(full) {
 				t.Fatal("inputs-only read left nothing out")
 			}
-			for _, m := range BuiltModes() {
+			for _, m := range plan.Modes {
 				for _, fl := range []*int{nil, &flows} {
-					pf, errF := NewPlan(full, PlanRequest{Mode: m, Flows: fl})
-					pi, errI := NewPlan(in, PlanRequest{Mode: m, Flows: fl})
+					pf, errF := plan.NewPlan(full, plan.PlanRequest{Mode: m, Flows: fl})
+					pi, errI := plan.NewPlan(in, plan.PlanRequest{Mode: m, Flows: fl})
 					if (errF == nil) != (errI == nil) {
 						t.Fatalf("mode %s: errors %v / %v", m, errF, errI)
 					}
@@ -57,8 +58,8 @@ func TestInputsDecideAsFullRead(t *testing.T) {
 					}
 				}
 			}
-			if Offload(full) != Offload(in) {
-				t.Errorf("offload %s / %s", Offload(full), Offload(in))
+			if plan.Offload(full) != plan.Offload(in) {
+				t.Errorf("offload %s / %s", plan.Offload(full), plan.Offload(in))
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package steering
 import (
 	"context"
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -94,9 +95,9 @@ func kernelChild(t *testing.T) {
 	ctx := context.Background()
 	e := NewEngine("/")
 	for _, step := range []struct {
-		mode  Mode
+		mode  plan.Mode
 		flows int
-	}{{ModeLegacy, 0}, {ModeOff, 0}, {ModeAuto, flows}, {ModeCustom, 0}, {ModeLegacy, 0}} {
+	}{{plan.ModeLegacy, 0}, {plan.ModeOff, 0}, {plan.ModeAuto, flows}, {plan.ModeCustom, 0}, {plan.ModeLegacy, 0}} {
 		res, err := e.SetMode(ctx, SetModeRequest{Mode: step.mode, Flows: intp(step.flows), Persist: true, Reason: "kernel test"})
 		if err != nil {
 			t.Fatalf("set_mode %s: %v", step.mode, err)
@@ -126,9 +127,9 @@ func kernelChild(t *testing.T) {
 
 // checkKernelState reads the kernel's own files and affinities back and
 // compares them with the plan for mode.
-func checkKernelState(t *testing.T, e *Engine, mode Mode) {
+func checkKernelState(t *testing.T, e *Engine, mode plan.Mode) {
 	t.Helper()
-	snap, p, err := e.Plan(context.Background(), PlanRequest{})
+	snap, p, err := e.Plan(context.Background(), plan.PlanRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func checkKernelState(t *testing.T, e *Engine, mode Mode) {
 	managed := map[string]int{}
 	for _, a := range p.Actions {
 		switch a.Kind {
-		case KindRPSCPUs:
+		case plan.KindRPSCPUs:
 			b, err := os.ReadFile("/sys/class/net/" + a.Device + "/queues/" + a.Queue + "/rps_cpus")
 			if err != nil {
 				t.Fatal(err)
@@ -147,15 +148,15 @@ func checkKernelState(t *testing.T, e *Engine, mode Mode) {
 				t.Errorf("%s: %s/%s rps_cpus is %q, plan says %q", mode, a.Device, a.Queue, strings.TrimSpace(string(b)), a.Value)
 			}
 			managed[a.Device]++
-		case KindRPSFlowCnt:
+		case plan.KindRPSFlowCnt:
 			b, err := os.ReadFile("/sys/class/net/" + a.Device + "/queues/" + a.Queue + "/rps_flow_cnt")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !sameValue(a.Kind, strings.TrimSpace(string(b)), a.Value) {
+			if !plan.SameValue(a.Kind, strings.TrimSpace(string(b)), a.Value) {
 				t.Errorf("%s: %s/%s rps_flow_cnt is %q, plan says %q", mode, a.Device, a.Queue, strings.TrimSpace(string(b)), a.Value)
 			}
-		case KindNAPIAffinity:
+		case plan.KindNAPIAffinity:
 			var set unix.CPUSet
 			if err := unix.SchedGetaffinity(a.PID, &set); err != nil {
 				t.Fatalf("sched_getaffinity %d: %v", a.PID, err)
@@ -163,7 +164,7 @@ func checkKernelState(t *testing.T, e *Engine, mode Mode) {
 			if got := cpuSetList(&set); !cpuset.SameList(got, a.Value) {
 				t.Errorf("%s: %s (pid %d) runs on %s, plan says %s", mode, a.Thread, a.PID, got, a.Value)
 			}
-			managed[PairQueues(snap).ActionDevice(a)]++
+			managed[plan.PairQueues(snap).ActionDevice(a)]++
 		}
 	}
 	for _, v := range kernelVeths {
@@ -176,7 +177,7 @@ func checkKernelState(t *testing.T, e *Engine, mode Mode) {
 	// the i-th NAPI id, and there is no tx thread. In auto (rss-per-cpu:
 	// each veth has at least one rx queue per CPU here) the kernel must
 	// run rx-i's thread on CPU i mod n.
-	pair := PairQueues(snap)
+	pair := plan.PairQueues(snap)
 	for _, v := range kernelVeths {
 		dp := pair.Device(v.Name)
 		if len(dp.TxThreads) != 0 || len(dp.RxThreads) != v.Queues {
@@ -188,7 +189,7 @@ func checkKernelState(t *testing.T, e *Engine, mode Mode) {
 				t.Errorf("%s rx-%d paired with %+v", v.Name, i, q.Thread)
 				continue
 			}
-			if mode != ModeAuto || len(snap.CPUs) > v.Queues {
+			if mode != plan.ModeAuto || len(snap.CPUs) > v.Queues {
 				continue
 			}
 			var set unix.CPUSet
@@ -200,7 +201,7 @@ func checkKernelState(t *testing.T, e *Engine, mode Mode) {
 			}
 		}
 	}
-	if mode == ModeOff {
+	if mode == plan.ModeOff {
 		for _, v := range kernelVeths {
 			for q := 0; q < v.Queues; q++ {
 				b, _ := os.ReadFile(fmt.Sprintf("/sys/class/net/%s/queues/rx-%d/rps_cpus", v.Name, q))
@@ -210,7 +211,7 @@ func checkKernelState(t *testing.T, e *Engine, mode Mode) {
 			}
 		}
 	}
-	if mode == ModeCustom {
+	if mode == plan.ModeCustom {
 		for _, v := range kernelVeths {
 			b, _ := os.ReadFile("/sys/class/net/" + v.Name + "/queues/rx-0/rps_cpus")
 			if !cpuset.SameMask(string(b), "1") {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -223,7 +224,7 @@ func applyHelper() error {
 			}
 			return platform.Read(ctx, r)
 		}))
-	modes := []Mode{ModeLegacy, ModeAuto, ModeOff}
+	modes := []plan.Mode{plan.ModeLegacy, plan.ModeAuto, plan.ModeOff}
 	for i := 0; i < 12; i++ {
 		res, err := e.SetMode(context.Background(), SetModeRequest{Mode: modes[i%len(modes)]})
 		if err != nil {

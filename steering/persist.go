@@ -3,6 +3,7 @@ package steering
 import (
 	"errors"
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -21,11 +22,11 @@ const (
 
 // networkSteeringValue is the network.globals.packet_steering value that
 // tells LuCI and the stock scripts the same thing as mode.
-func networkSteeringValue(m Mode) string {
+func networkSteeringValue(m plan.Mode) string {
 	switch m {
-	case ModeOff:
+	case plan.ModeOff:
 		return "0"
-	case ModeAll:
+	case plan.ModeAll:
 		return "2"
 	}
 	return "1"
@@ -53,7 +54,7 @@ func globalsSection(p *uci.Package) (string, error) {
 // torn; when the second write fails the first is put back as it was. A file
 // that cannot be read or parsed is never overwritten, and the error says
 // which file and why.
-func persistSettings(configDir string, m Mode, flows int) error {
+func persistSettings(configDir string, m plan.Mode, flows int) error {
 	if err := os.MkdirAll(configDir, 0o755); err != nil {
 		return fmt.Errorf("config dir: %w", err)
 	}
@@ -146,10 +147,10 @@ type DeviceRPS struct {
 func PersistDeviceRPS(configDir string, rps []DeviceRPS) error {
 	for _, r := range rps {
 		if !validDeviceName(r.Device) {
-			return fmt.Errorf("%w: device name %q", ErrInvalid, r.Device)
+			return fmt.Errorf("%w: device name %q", plan.ErrInvalid, r.Device)
 		}
 		if _, err := cpuset.ParseMask(r.Mask); err != nil {
-			return fmt.Errorf("%w: device %s: %v", ErrInvalid, r.Device, err)
+			return fmt.Errorf("%w: device %s: %v", plan.ErrInvalid, r.Device, err)
 		}
 	}
 	if err := os.MkdirAll(configDir, 0o755); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"math"
 	"os"
 	"os/exec"
@@ -60,21 +61,21 @@ func TestSetModePersistRoundTrip(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		files       map[string]string
-		mode        Mode
+		mode        plan.Mode
 		flows       int
 		wantNetwork string
 	}{
-		{"off over stock network", map[string]string{"network": networkConfig}, ModeOff, 0, "0"},
-		{"all with flows", map[string]string{"network": networkConfig}, ModeAll, 256, "2"},
-		{"legacy", map[string]string{"network": networkConfig}, ModeLegacy, 0, "1"},
-		{"auto", map[string]string{"network": networkConfig}, ModeAuto, 128, "1"},
+		{"off over stock network", map[string]string{"network": networkConfig}, plan.ModeOff, 0, "0"},
+		{"all with flows", map[string]string{"network": networkConfig}, plan.ModeAll, 256, "2"},
+		{"legacy", map[string]string{"network": networkConfig}, plan.ModeLegacy, 0, "1"},
+		{"auto", map[string]string{"network": networkConfig}, plan.ModeAuto, 128, "1"},
 		{"custom keeps device sections", map[string]string{"network": networkConfig,
 			"packet_steering": "config globals 'globals'\n\toption mode 'auto'\n\nconfig device\n\toption name 'eth0'\n\toption rps_cpus '2'\n"},
-			ModeCustom, 64, "1"},
-		{"no network globals section", map[string]string{"network": "config interface 'lan'\n\toption proto 'static'\n"}, ModeOff, 0, "0"},
-		{"no config files at all", nil, ModeAll, 32, "2"},
+			plan.ModeCustom, 64, "1"},
+		{"no network globals section", map[string]string{"network": "config interface 'lan'\n\toption proto 'static'\n"}, plan.ModeOff, 0, "0"},
+		{"no config files at all", nil, plan.ModeAll, 32, "2"},
 		{"anonymous globals sections", map[string]string{"network": "config globals\n\toption packet_steering '0'\n",
-			"packet_steering": "config globals\n\toption mode 'off'\n"}, ModeLegacy, 0, "1"},
+			"packet_steering": "config globals\n\toption mode 'off'\n"}, plan.ModeLegacy, 0, "1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := configRoot(t, tc.files)
@@ -120,7 +121,7 @@ func TestSetModePersistRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := Settings{Mode: tc.mode, Flows: tc.flows, Source: SourcePacketSteering}
+			want := plan.Settings{Mode: tc.mode, Flows: tc.flows, Source: plan.SourcePacketSteering}
 			if st.Configured != want {
 				t.Errorf("after restart configured = %+v, want %+v", st.Configured, want)
 			}
@@ -150,11 +151,11 @@ func TestSetModeLiveAndInvalid(t *testing.T) {
 	for _, req := range []SetModeRequest{
 		{Mode: "turbo", Persist: true},
 		{Mode: "", Persist: true},
-		{Mode: ModeAuto, Flows: intp(-1), Persist: true},
-		{Mode: ModeAuto, Flows: intp(MaxFlows + 1), Persist: true},
-		{Mode: ModeAuto, Flows: intp(math.MaxInt32)},
+		{Mode: plan.ModeAuto, Flows: intp(-1), Persist: true},
+		{Mode: plan.ModeAuto, Flows: intp(plan.MaxFlows + 1), Persist: true},
+		{Mode: plan.ModeAuto, Flows: intp(math.MaxInt32)},
 	} {
-		if _, err := e.SetMode(ctx, req); !errors.Is(err, ErrInvalid) {
+		if _, err := e.SetMode(ctx, req); !errors.Is(err, plan.ErrInvalid) {
 			t.Errorf("SetMode(%+v) = %v, want ErrInvalid", req, err)
 		}
 	}
@@ -163,18 +164,18 @@ func TestSetModeLiveAndInvalid(t *testing.T) {
 	}
 
 	// Without persist: live only, files untouched, gone after a restart.
-	res, err := e.SetMode(ctx, SetModeRequest{Mode: ModeOff, Flows: intp(0)})
+	res, err := e.SetMode(ctx, SetModeRequest{Mode: plan.ModeOff, Flows: intp(0)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Mode != ModeOff {
+	if res.Mode != plan.ModeOff {
 		t.Errorf("result mode %q, want off", res.Mode)
 	}
 	st, err := e.Status(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Configured != (Settings{Mode: ModeOff, Source: SourceLive}) || st.Mode != ModeOff {
+	if st.Configured != (plan.Settings{Mode: plan.ModeOff, Source: plan.SourceLive}) || st.Mode != plan.ModeOff {
 		t.Errorf("live status %+v / %s, want off from live", st.Configured, st.Mode)
 	}
 	if st.LastApply == nil || !strings.Contains(st.LastApply.Reason, "off") {
@@ -186,24 +187,24 @@ func TestSetModeLiveAndInvalid(t *testing.T) {
 		}
 	}
 	st, _ = NewEngine(root).Status(ctx)
-	if st.Configured.Mode != ModeAuto || st.Configured.Source != SourceNetwork {
+	if st.Configured.Mode != plan.ModeAuto || st.Configured.Source != plan.SourceNetwork {
 		t.Errorf("after restart %+v, want auto from network", st.Configured)
 	}
 	// Flows nil keeps the flows in force.
-	if _, err := e.SetMode(ctx, SetModeRequest{Mode: ModeAll, Flows: intp(512)}); err != nil {
+	if _, err := e.SetMode(ctx, SetModeRequest{Mode: plan.ModeAll, Flows: intp(512)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.SetMode(ctx, SetModeRequest{Mode: ModeLegacy}); err != nil {
+	if _, err := e.SetMode(ctx, SetModeRequest{Mode: plan.ModeLegacy}); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := e.Status(ctx); st.Configured != (Settings{Mode: ModeLegacy, Flows: 512, Source: SourceLive}) {
+	if st, _ := e.Status(ctx); st.Configured != (plan.Settings{Mode: plan.ModeLegacy, Flows: 512, Source: plan.SourceLive}) {
 		t.Errorf("flows not kept: %+v", st.Configured)
 	}
 	// A persisted set_mode ends the live override.
-	if _, err := e.SetMode(ctx, SetModeRequest{Mode: ModeAll, Persist: true}); err != nil {
+	if _, err := e.SetMode(ctx, SetModeRequest{Mode: plan.ModeAll, Persist: true}); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := e.Status(ctx); st.Configured != (Settings{Mode: ModeAll, Flows: 512, Source: SourcePacketSteering}) {
+	if st, _ := e.Status(ctx); st.Configured != (plan.Settings{Mode: plan.ModeAll, Flows: 512, Source: plan.SourcePacketSteering}) {
 		t.Errorf("after persist: %+v", st.Configured)
 	}
 }
@@ -246,8 +247,8 @@ func TestSetModeReadOnlyConfigDir(t *testing.T) {
 	makeReadOnly(t, filepath.Join(root, "etc/config"))
 	filesBefore := readAllFiles(t, filepath.Join(root, "etc"))
 
-	_, err = e.SetMode(ctx, SetModeRequest{Mode: ModeOff, Flows: intp(0), Persist: true})
-	if err == nil || errors.Is(err, ErrInvalid) {
+	_, err = e.SetMode(ctx, SetModeRequest{Mode: plan.ModeOff, Flows: intp(0), Persist: true})
+	if err == nil || errors.Is(err, plan.ErrInvalid) {
 		t.Fatalf("SetMode on a read-only config dir: %v, want a write error", err)
 	}
 	if !strings.Contains(err.Error(), "packet_steering") {
@@ -274,7 +275,7 @@ func TestCorruptConfigKeepsLastGood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Settings{Mode: ModeLegacy, Flows: 64, Source: SourcePacketSteering}
+	want := plan.Settings{Mode: plan.ModeLegacy, Flows: 64, Source: plan.SourcePacketSteering}
 	if st.Configured != want || len(st.ConfigErrors) != 0 {
 		t.Fatalf("good config: %+v, errors %v", st.Configured, st.ConfigErrors)
 	}
@@ -295,10 +296,10 @@ func TestCorruptConfigKeepsLastGood(t *testing.T) {
 		t.Errorf("config errors %+v, want the packet_steering parse error", st.ConfigErrors)
 	}
 	res, err := e.Apply(ctx, ApplyRequest{Reason: "test"})
-	if err != nil || res.Mode != ModeLegacy {
+	if err != nil || res.Mode != plan.ModeLegacy {
 		t.Errorf("apply with a corrupt file: %v, mode %v; want the last good legacy", err, res)
 	}
-	if _, err := e.SetMode(ctx, SetModeRequest{Mode: ModeAll, Persist: true}); err == nil {
+	if _, err := e.SetMode(ctx, SetModeRequest{Mode: plan.ModeAll, Persist: true}); err == nil {
 		t.Errorf("set_mode persisted over a corrupt file")
 	}
 	if b, _ := os.ReadFile(path); string(b) != corrupt {
@@ -311,7 +312,7 @@ func TestCorruptConfigKeepsLastGood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.ConfigErrors) != 1 || st.Configured.Source == SourcePacketSteering {
+	if len(st.ConfigErrors) != 1 || st.Configured.Source == plan.SourcePacketSteering {
 		t.Errorf("fresh engine on a corrupt file: %+v, errors %v", st.Configured, st.ConfigErrors)
 	}
 }
@@ -359,8 +360,8 @@ func TestSetModeRace(t *testing.T) {
 			t.Fatal(err)
 		}
 		reqs := []SetModeRequest{
-			{Mode: ModeOff, Flows: intp(0), Persist: true},
-			{Mode: ModeAll, Flows: intp(4096), Persist: true},
+			{Mode: plan.ModeOff, Flows: intp(0), Persist: true},
+			{Mode: plan.ModeAll, Flows: intp(4096), Persist: true},
 		}
 		var wg sync.WaitGroup
 		errs := make([]error, len(reqs))
@@ -467,7 +468,7 @@ func diskFullChild(t *testing.T, root string) {
 	}
 	f.Close()
 	files := readAllFiles(t, filepath.Join(root, "etc"))
-	_, err = e.SetMode(ctx, SetModeRequest{Mode: ModeOff, Flows: intp(0), Persist: true})
+	_, err = e.SetMode(ctx, SetModeRequest{Mode: plan.ModeOff, Flows: intp(0), Persist: true})
 	if err == nil || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("SetMode on a full disk: %v, want ENOSPC", err)
 	}
@@ -492,7 +493,7 @@ func TestSetModeNetworkSaveFailsUndoesPacketSteering(t *testing.T) {
 	})
 	e := NewEngine(root)
 	ctx := context.Background()
-	_, err := e.SetMode(ctx, SetModeRequest{Mode: ModeAll, Flows: intp(16), Persist: true})
+	_, err := e.SetMode(ctx, SetModeRequest{Mode: plan.ModeAll, Flows: intp(16), Persist: true})
 	if err == nil || !strings.Contains(err.Error(), "network") {
 		t.Fatalf("SetMode with a corrupt network file: %v, want a network save error", err)
 	}
@@ -510,7 +511,7 @@ func TestSetModeNetworkSaveFailsUndoesPacketSteering(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Configured.Mode != ModeLegacy || st.LastApply != nil {
+	if st.Configured.Mode != plan.ModeLegacy || st.LastApply != nil {
 		t.Errorf("live state changed: %+v, last apply %+v", st.Configured, st.LastApply)
 	}
 }
@@ -554,7 +555,7 @@ config device
 			dir := filepath.Join(root, "etc/config")
 			err := PersistDeviceRPS(dir, tt.rps)
 			if tt.wantErr {
-				if !errors.Is(err, ErrInvalid) {
+				if !errors.Is(err, plan.ErrInvalid) {
 					t.Fatalf("err = %v, want ErrInvalid", err)
 				}
 				if got, _ := os.ReadFile(filepath.Join(dir, "packet_steering")); string(got) != before {
@@ -635,7 +636,7 @@ func TestRefusedConfigKeepsLastGood(t *testing.T) {
 			writeFixture(t, root, map[string]string{"var/lock/.keep": ""})
 			e := NewEngine(root)
 			ctx := context.Background()
-			want := Settings{Mode: ModeLegacy, Flows: 64, Source: SourcePacketSteering}
+			want := plan.Settings{Mode: plan.ModeLegacy, Flows: 64, Source: plan.SourcePacketSteering}
 			if st, err := e.Status(ctx); err != nil || st.Configured != want {
 				t.Fatalf("good config: %+v, %v", st, err)
 			}
@@ -659,7 +660,7 @@ func TestRefusedConfigKeepsLastGood(t *testing.T) {
 			if !found {
 				t.Errorf("config_errors %+v, want %s with %q", st.ConfigErrors, tc.file, tc.want)
 			}
-			_, err = e.SetMode(ctx, SetModeRequest{Mode: ModeAll, Persist: true})
+			_, err = e.SetMode(ctx, SetModeRequest{Mode: plan.ModeAll, Persist: true})
 			if err == nil || !strings.Contains(err.Error(), tc.file) || !strings.Contains(err.Error(), "not overwritten") {
 				t.Errorf("set_mode persist: err = %v, want it to name %s and say it is not overwritten", err, tc.file)
 			}
@@ -708,7 +709,7 @@ func TestSetModeRaceStockUCI(t *testing.T) {
 		t.Skipf("uci on PATH (%s) did not commit", bin)
 	}
 	e := NewEngine(root)
-	modes := []Mode{ModeOff, ModeAll, ModeLegacy, ModeAuto}
+	modes := []plan.Mode{plan.ModeOff, plan.ModeAll, plan.ModeLegacy, plan.ModeAuto}
 	const rounds = 40
 	lost := 0
 	for i := range rounds {

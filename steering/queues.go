@@ -3,6 +3,7 @@ package steering
 import (
 	"context"
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"strconv"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
@@ -14,17 +15,17 @@ import (
 // device is ErrInvalid.
 func (e *Engine) Queues(ctx context.Context, device string) ([]DeviceQueues, error) {
 	if device != "" && !validDeviceName(device) {
-		return nil, fmt.Errorf("device %q: %w", device, ErrInvalid)
+		return nil, fmt.Errorf("device %q: %w", device, plan.ErrInvalid)
 	}
 	v, err := e.viewState(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if device != "" && snapDevice(v.snap, device) == nil {
-		return nil, fmt.Errorf("no device %q: %w", device, ErrInvalid)
+		return nil, fmt.Errorf("no device %q: %w", device, plan.ErrInvalid)
 	}
 	views := QueueViews(v.snap, v.plan, device)
-	if v.plan.Mode == ModeAdaptive {
+	if v.plan.Mode == plan.ModeAdaptive {
 		markDeviations(views, e.Deviations())
 	}
 	return views, nil
@@ -53,7 +54,7 @@ func markDeviations(views []DeviceQueues, devs []Deviation) {
 // queue with its tx-completion thread and IRQ. With a nil plan the wanted
 // values are empty: the live placement alone (what `queues` shows when no
 // plan can be made).
-func QueueViews(snap *platform.Snapshot, p *Plan, device string) []DeviceQueues {
+func QueueViews(snap *platform.Snapshot, p *plan.Plan, device string) []DeviceQueues {
 	want := map[string]string{} // knob key -> wanted value
 	if p != nil {
 		for _, a := range p.Actions {
@@ -65,16 +66,16 @@ func QueueViews(snap *platform.Snapshot, p *Plan, device string) []DeviceQueues 
 			return nil
 		}
 		return &NAPIView{PID: t.PID, Thread: t.Name, CPUs: t.CPUs,
-			WantCPUs: want[knobID(Action{Kind: KindNAPIAffinity, PID: t.PID})]}
+			WantCPUs: want[knobID(plan.Action{Kind: plan.KindNAPIAffinity, PID: t.PID})]}
 	}
 	irqView := func(q *platform.IRQ) *IRQView {
 		if q == nil {
 			return nil
 		}
 		return &IRQView{IRQ: q.Number, Name: q.Name, CPUs: maskToList(q.SMPAffinity),
-			WantCPUs: maskToList(want[knobID(Action{Kind: KindIRQAffinity, IRQ: q.Number})])}
+			WantCPUs: maskToList(want[knobID(plan.Action{Kind: plan.KindIRQAffinity, IRQ: q.Number})])}
 	}
-	pair := PairQueues(snap)
+	pair := plan.PairQueues(snap)
 	out := []DeviceQueues{}
 	for i := range snap.Devices {
 		d := &snap.Devices[i]
@@ -87,7 +88,7 @@ func QueueViews(snap *platform.Snapshot, p *Plan, device string) []DeviceQueues 
 			dq.Rx = append(dq.Rx, RxQueueView{
 				Queue:       q.Name,
 				RPSCPUs:     q.RPSCPUs,
-				WantRPSCPUs: want[knobID(Action{Kind: KindRPSCPUs, Device: d.Name, Queue: q.Name})],
+				WantRPSCPUs: want[knobID(plan.Action{Kind: plan.KindRPSCPUs, Device: d.Name, Queue: q.Name})],
 				RPSFlowCnt:  q.RPSFlowCnt,
 				NAPI:        napiView(dp.Rx[j].Thread),
 				IRQ:         irqView(dp.Rx[j].IRQ),
@@ -97,7 +98,7 @@ func QueueViews(snap *platform.Snapshot, p *Plan, device string) []DeviceQueues 
 			dq.Tx = append(dq.Tx, TxQueueView{
 				Queue:       q.Name,
 				XPSCPUs:     q.XPSCPUs,
-				WantXPSCPUs: want[knobID(Action{Kind: KindXPSCPUs, Device: d.Name, Queue: q.Name})],
+				WantXPSCPUs: want[knobID(plan.Action{Kind: plan.KindXPSCPUs, Device: d.Name, Queue: q.Name})],
 				NAPI:        napiView(dp.Tx[j].Thread),
 				IRQ:         irqView(dp.Tx[j].IRQ),
 			})
@@ -108,14 +109,14 @@ func QueueViews(snap *platform.Snapshot, p *Plan, device string) []DeviceQueues 
 }
 
 // knobID names the knob an action sets, independent of its value.
-func knobID(a Action) string {
+func knobID(a plan.Action) string {
 	kind := string(a.Kind)
 	switch a.Kind {
-	case KindNAPIAffinity:
+	case plan.KindNAPIAffinity:
 		return kind + " " + strconv.Itoa(a.PID)
-	case KindIRQAffinity:
+	case plan.KindIRQAffinity:
 		return kind + " " + strconv.Itoa(a.IRQ)
-	case KindSysctl:
+	case plan.KindSysctl:
 		return kind + " " + a.Key
 	}
 	return kind + " " + a.Device + " " + a.Queue

@@ -2,6 +2,7 @@ package steering
 
 import (
 	"context"
+	"github.com/packet-steering/packet-steering/plan"
 	"strings"
 	"time"
 
@@ -22,26 +23,23 @@ const defaultIRQAffinityPath = "proc/irq/default_smp_affinity"
 // go back to all online CPUs, as the kernel starts them; the stock service
 // places the ones its rule manages again when it starts. RPS masks and flow
 // counts are left to the stock service, which writes them all.
-func ReleaseActions(s *platform.Snapshot, p *Plan, irqDefault string) []Action {
-	var all cpuset.Set
-	for _, c := range onlineCPUs(s) {
-		all = all.Add(c.id)
-	}
+func ReleaseActions(s *platform.Snapshot, p *plan.Plan, irqDefault string) []plan.Action {
+	all := plan.OnlineCPUs(s)
 	irqValue := strings.TrimSpace(irqDefault)
 	if _, err := cpuset.ParseMask(irqValue); irqValue == "" || err != nil {
 		irqValue = all.Mask()
 	}
-	var out []Action
+	var out []plan.Action
 	for _, a := range p.Actions {
 		switch a.Kind {
-		case KindXPSCPUs:
+		case plan.KindXPSCPUs:
 			a.Value = "0"
-		case KindIRQAffinity:
+		case plan.KindIRQAffinity:
 			a.Value = irqValue
-		case KindNAPIAffinity:
+		case plan.KindNAPIAffinity:
 			a.Value = all.List()
-		case KindSysctl:
-			if a.Key != SysctlRPSSockFlowEntries {
+		case plan.KindSysctl:
+			if a.Key != plan.SysctlRPSSockFlowEntries {
 				continue
 			}
 			a.Value = "0"
@@ -71,9 +69,9 @@ func (e *Engine) Release(ctx context.Context, dryRun bool) (*Result, error) {
 	// configured one and auto (the default), which pins the most.
 	def, _ := e.writer.ReadKnob(defaultIRQAffinityPath)
 	seen := map[string]bool{}
-	var actions []Action
-	for _, m := range []Mode{eff.Mode, ModeAuto, ModeCustom} {
-		p, err := NewPlan(snap, PlanRequest{Mode: m, Flows: &eff.Flows})
+	var actions []plan.Action
+	for _, m := range []plan.Mode{eff.Mode, plan.ModeAuto, plan.ModeCustom} {
+		p, err := plan.NewPlan(snap, plan.PlanRequest{Mode: m, Flows: &eff.Flows})
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 package steering
 
 import (
+	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,7 +53,7 @@ func TestStateFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "run", "state")
 	e := &Engine{stateFile: path}
 	when := time.Unix(1700000000, 123456789)
-	e.live = &Settings{Mode: ModeOff, Flows: 64, Source: SourceLive}
+	e.live = &plan.Settings{Mode: plan.ModeOff, Flows: 64, Source: plan.SourceLive}
 	e.lastApply = &ApplyRecord{Time: when, Reason: "set_mode off\nsecond line", Changed: 3, Failed: 1, DurationUS: 812}
 	if err := e.saveStateLocked(); err != nil {
 		t.Fatal(err)

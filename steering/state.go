@@ -1,6 +1,7 @@
 package steering
 
 import (
+	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -39,9 +40,9 @@ func (e *Engine) loadStateLocked() {
 	if err != nil || len(b) > 4096 || len(f) != 7 {
 		return
 	}
-	if m, err := ParseMode(f[0]); err == nil {
-		if n, err := ParseFlows(f[1]); err == nil {
-			e.live = &Settings{Mode: m, Flows: n, Source: SourceLive}
+	if m, err := plan.ParseMode(f[0]); err == nil {
+		if n, err := plan.ParseFlows(f[1]); err == nil {
+			e.live = &plan.Settings{Mode: m, Flows: n, Source: plan.SourceLive}
 		}
 	}
 	if ns, err := strconv.ParseInt(f[2], 10, 64); err == nil {

@@ -2,6 +2,7 @@ package steering
 
 import (
 	"context"
+	"github.com/packet-steering/packet-steering/plan"
 	"slices"
 	"sort"
 
@@ -13,12 +14,12 @@ import (
 // not read (no such file here, e.g. net.core.rps_sock_flow_entries inside a
 // network namespace other than the initial one) cannot be out of sync: the
 // applier skips it as vanished.
-func inSync(p *Plan) bool {
+func inSync(p *plan.Plan) bool {
 	for _, a := range p.Actions {
-		if a.Current == "" || (a.Kind == KindSysctl && a.Current == "-1") {
+		if a.Current == "" || (a.Kind == plan.KindSysctl && a.Current == "-1") {
 			continue
 		}
-		if !sameValue(a.Kind, a.Current, a.Value) {
+		if !plan.SameValue(a.Kind, a.Current, a.Value) {
 			return false
 		}
 	}
@@ -55,7 +56,7 @@ func (e *Engine) Status(ctx context.Context) (*Status, error) {
 		Configured:   s,
 		Policy:       p.Policy,
 		Evidence:     p.Evidence,
-		Offload:      Offload(snap),
+		Offload:      plan.Offload(snap),
 		InSync:       inSync(p),
 		Hints:        slices.Clone(p.Hints),
 		Writers:      slices.Clone(p.Writers),
@@ -68,7 +69,7 @@ func (e *Engine) Status(ctx context.Context) (*Status, error) {
 		},
 	}
 	if st.Hints == nil {
-		st.Hints = []Hint{}
+		st.Hints = []plan.Hint{}
 	}
 	for _, c := range snap.CPUs {
 		if c.Online {
@@ -86,7 +87,7 @@ func (e *Engine) Status(ctx context.Context) (*Status, error) {
 	}
 	st.LastApply = last
 	st.UnfinishedApply = unfinished
-	if p.Mode == ModeAdaptive {
+	if p.Mode == plan.ModeAdaptive {
 		st.Adaptive = e.adaptiveStatus(snap)
 	}
 	return st, nil
@@ -108,17 +109,17 @@ func (e *Engine) Threads(ctx context.Context) ([]ThreadStatus, error) {
 // threadStatus lists, per netdev in snapshot order, the rx threads in
 // queue order and then the tx-completion threads, each with the queues
 // PairQueues gives it.
-func threadStatus(snap *platform.Snapshot, p *Plan) []ThreadStatus {
+func threadStatus(snap *platform.Snapshot, p *plan.Plan) []ThreadStatus {
 	out := []ThreadStatus{}
 	if len(snap.NAPIThreads) == 0 {
 		return out
 	}
 	// The plan lists thread actions together, by PID.
-	var napi []Action
+	var napi []plan.Action
 	for i, a := range p.Actions {
-		if a.Kind == KindNAPIAffinity {
+		if a.Kind == plan.KindNAPIAffinity {
 			j := i
-			for j < len(p.Actions) && p.Actions[j].Kind == KindNAPIAffinity {
+			for j < len(p.Actions) && p.Actions[j].Kind == plan.KindNAPIAffinity {
 				j++
 			}
 			napi = p.Actions[i:j]
@@ -132,7 +133,7 @@ func threadStatus(snap *platform.Snapshot, p *Plan) []ThreadStatus {
 		}
 		return ""
 	}
-	pair := PairQueues(snap)
+	pair := plan.PairQueues(snap)
 	for i := range snap.Devices {
 		d := &snap.Devices[i]
 		if !pair.HasThreads(d.Name) {

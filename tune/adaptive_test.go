@@ -2,6 +2,7 @@ package tune
 
 import (
 	"context"
+	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"path/filepath"
 	"testing"
@@ -44,7 +45,7 @@ func TestMachineAdaptiveCandidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stat.Mode != steering.ModeAdaptive || stat.Adaptive.Sampling == nil || !stat.Adaptive.Sampling.Running || stat.Adaptive.Sampling.Wakeups < 2 {
+	if stat.Mode != plan.ModeAdaptive || stat.Adaptive.Sampling == nil || !stat.Adaptive.Sampling.Running || stat.Adaptive.Sampling.Wakeups < 2 {
 		t.Fatalf("adaptive candidate: mode %s, loop %+v", stat.Mode, stat.Adaptive.Sampling)
 	}
 	// The next candidate stops the loop.

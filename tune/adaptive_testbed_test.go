@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -223,14 +224,14 @@ func adaptiveBedRouter(t *testing.T, short bool) {
 	}
 	ctx := context.Background()
 	eng := steering.NewEngine("/")
-	setMode := func(m steering.Mode) {
+	setMode := func(m plan.Mode) {
 		t.Helper()
 		res, err := eng.SetMode(ctx, steering.SetModeRequest{Mode: m, Reason: "bed"})
 		if err != nil || len(res.Failed) > 0 {
 			t.Fatalf("set_mode %s: %v %+v", m, err, res)
 		}
 	}
-	setMode(steering.ModeAuto)
+	setMode(plan.ModeAuto)
 	// Check the layout the phases rely on: auto puts rx-i on CPU i%2.
 	qs, err := eng.Queues(ctx, devs[0])
 	if err != nil {
@@ -256,7 +257,7 @@ func adaptiveBedRouter(t *testing.T, short bool) {
 	// loop).
 	place := func(p map[int]int) {
 		t.Helper()
-		setMode(steering.ModeAdaptive)
+		setMode(plan.ModeAdaptive)
 		var moves []steering.Move
 		for q, cpu := range p {
 			moves = append(moves, steering.Move{Device: devs[0], Queue: "rx-" + strconv.Itoa(q), Kind: steering.UnitNAPI,
@@ -273,7 +274,7 @@ func adaptiveBedRouter(t *testing.T, short bool) {
 	// startLoop runs the adaptive loop until the returned stop is
 	// called, which returns the moves made.
 	startLoop := func() func() []steering.Move {
-		setMode(steering.ModeAdaptive)
+		setMode(plan.ModeAdaptive)
 		lctx, cancel := context.WithCancel(ctx)
 		var mu sync.Mutex
 		var made []steering.Move
@@ -329,7 +330,7 @@ func adaptiveBedRouter(t *testing.T, short bool) {
 		if m.Device != devs[0] || (m.Queue != "rx-0" && m.Queue != "rx-2") || m.From != 0 || m.To != 1 || !strings.Contains(m.Reason, "cpu0 saturated") {
 			t.Errorf("first move %+v, want rx-0 or rx-2 from CPU 0 to 1 because CPU 0 saturated", m)
 		}
-		setMode(steering.ModeAuto)
+		setMode(plan.ModeAuto)
 		return
 	}
 
@@ -346,7 +347,7 @@ func adaptiveBedRouter(t *testing.T, short bool) {
 			// does not always hit the same strategy.
 			i := (k + r) % len(strategies)
 			s := strategies[i]
-			setMode(steering.ModeAuto)
+			setMode(plan.ModeAuto)
 			var stop func() []steering.Move
 			if s.adaptive {
 				stop = startLoop()
@@ -382,7 +383,7 @@ func adaptiveBedRouter(t *testing.T, short bool) {
 
 	// Steady and balanced: flows on rx-0 and rx-1 (CPU 0 and CPU 1 under
 	// auto); adaptive must not move anything.
-	setMode(steering.ModeAuto)
+	setMode(plan.ModeAuto)
 	stop := startLoop()
 	var steadyRuns []float64
 	for r := 0; r < runs; r++ {
@@ -394,7 +395,7 @@ func adaptiveBedRouter(t *testing.T, short bool) {
 		steadyRuns = append(steadyRuns, (flows[0].bps+flows[1].bps)/1e6)
 	}
 	steadyMoves := stop()
-	setMode(steering.ModeAuto)
+	setMode(plan.ModeAuto)
 
 	var b bytes.Buffer
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)

@@ -2,11 +2,11 @@ package tune
 
 import (
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"sort"
 	"strings"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
-	"github.com/packet-steering/packet-steering/steering"
 )
 
 // candidate is one configuration to measure: a mode, or (Mode custom) the
@@ -18,7 +18,7 @@ type candidate struct {
 	Name string `json:"name"`
 	// Mode is the steering mode the candidate's plan is made with: off,
 	// legacy, all, auto, or custom for RPS overrides on top of auto.
-	Mode steering.Mode `json:"mode"`
+	Mode plan.Mode `json:"mode"`
 	// RPS holds the per-device masks of a custom candidate.
 	RPS []deviceMask `json:"rps,omitempty"`
 }
@@ -34,10 +34,10 @@ type deviceMask struct {
 // mode but custom, which candidates with RPS overrides stand for, and
 // adaptive, which is measured only when listed in --candidates (the auto
 // plan with the adaptive loop running through the candidate's runs).
-func sweepModes() []steering.Mode {
-	var out []steering.Mode
-	for _, m := range steering.Modes {
-		if m != steering.ModeCustom && m != steering.ModeAdaptive {
+func sweepModes() []plan.Mode {
+	var out []plan.Mode
+	for _, m := range plan.Modes {
+		if m != plan.ModeCustom && m != plan.ModeAdaptive {
 			out = append(out, m)
 		}
 	}
@@ -45,7 +45,7 @@ func sweepModes() []steering.Mode {
 }
 
 // modeCandidate is the candidate for a plain mode.
-func modeCandidate(m steering.Mode) candidate { return candidate{Name: string(m), Mode: m} }
+func modeCandidate(m plan.Mode) candidate { return candidate{Name: string(m), Mode: m} }
 
 // customCandidate is the candidate that overrides the given devices' masks.
 func customCandidate(rps []deviceMask) candidate {
@@ -53,7 +53,7 @@ func customCandidate(rps []deviceMask) candidate {
 	for i, d := range rps {
 		parts[i] = d.Device + ":" + d.Mask
 	}
-	return candidate{Name: strings.Join(parts, "/"), Mode: steering.ModeCustom, RPS: rps}
+	return candidate{Name: strings.Join(parts, "/"), Mode: plan.ModeCustom, RPS: rps}
 }
 
 // parseCandidates reads a candidate list. Candidates are separated by ';'
@@ -75,8 +75,8 @@ func parseCandidates(s string) ([]candidate, error) {
 	for _, f := range fields {
 		var c candidate
 		if !strings.Contains(f, ":") {
-			m, err := steering.ParseMode(f)
-			if err != nil || m == steering.ModeCustom {
+			m, err := plan.ParseMode(f)
+			if err != nil || m == plan.ModeCustom {
 				return nil, fmt.Errorf("candidate %q: not a mode (off, legacy, all, auto, adaptive) nor DEV:MASK", f)
 			}
 			c = modeCandidate(m)
@@ -161,7 +161,7 @@ func (l layout) Variants(dev string) []string {
 // combination of the devices' variants fits (the bcm53xx commit's full table), all
 // are measured; otherwise each device is varied alone, the others left as
 // auto plans them. It returns how many variants the cap left out.
-func generate(modes []steering.Mode, l layout, max int) (cands []candidate, dropped int) {
+func generate(modes []plan.Mode, l layout, max int) (cands []candidate, dropped int) {
 	for _, m := range modes {
 		cands = append(cands, modeCandidate(m))
 	}

@@ -1,11 +1,10 @@
 package tune
 
 import (
+	"github.com/packet-steering/packet-steering/plan"
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/packet-steering/packet-steering/steering"
 )
 
 func names(cs []candidate) []string {
@@ -85,7 +84,7 @@ func TestGenerate(t *testing.T) {
 	two := layout{CPUs: []int{0, 1}, Devices: []string{"eth0", "br-lan"}, RxCPUs: map[string][]int{"eth0": {0}}}
 	tests := []struct {
 		name        string
-		modes       []steering.Mode
+		modes       []plan.Mode
 		l           layout
 		max         int
 		want        []string
@@ -104,7 +103,7 @@ func TestGenerate(t *testing.T) {
 			wantDropped: 2,
 		},
 		{
-			name: "no cap", modes: []steering.Mode{steering.ModeAuto}, l: two, max: 0,
+			name: "no cap", modes: []plan.Mode{plan.ModeAuto}, l: two, max: 0,
 			want: []string{"auto", "eth0:0/br-lan:0", "eth0:0/br-lan:1", "eth0:0/br-lan:2", "eth0:1/br-lan:0", "eth0:1/br-lan:1",
 				"eth0:1/br-lan:2", "eth0:2/br-lan:0", "eth0:2/br-lan:1", "eth0:2/br-lan:2"},
 		},

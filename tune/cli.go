@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"io"
 	"io/fs"
 	"net/netip"
@@ -211,7 +212,7 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 	}
 	st := newMachine(eng, steering.NewFSWriter(o.Root))
 	for _, c := range cands {
-		if c.Mode != steering.ModeAdaptive {
+		if c.Mode != plan.ModeAdaptive {
 			continue
 		}
 		// The adaptive candidate's engine takes its locks in a private
@@ -304,7 +305,7 @@ func (o *Options) candidates(ctx context.Context, eng *steering.Engine, stderr i
 	if err != nil {
 		return nil, fmt.Errorf("read the machine: %w", err)
 	}
-	var plans []*steering.Plan
+	var plans []*plan.Plan
 	for _, m := range sweepModes() {
 		p, err := planCandidate(snap, modeCandidate(m))
 		if err != nil {
@@ -368,7 +369,7 @@ func (o *Options) save(ctx context.Context, eng *steering.Engine, rep *report, s
 // are. The mode is written by Engine.SetMode with Persist, which also keeps
 // network.globals.packet_steering truthful.
 func saveCandidate(ctx context.Context, eng *steering.Engine, configDir string, c candidate) (*steering.Result, error) {
-	if c.Mode == steering.ModeCustom {
+	if c.Mode == plan.ModeCustom {
 		rps := make([]steering.DeviceRPS, len(c.RPS))
 		for i, r := range c.RPS {
 			rps[i] = steering.DeviceRPS{Device: r.Device, Mask: r.Mask}

@@ -2,13 +2,12 @@ package tune
 
 import (
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"io"
 	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
-
-	"github.com/packet-steering/packet-steering/steering"
 )
 
 // report is the outcome of a sweep; it is what --json prints.
@@ -205,7 +204,7 @@ func (r *report) recommend() {
 	auto := -1
 	for i := range r.Results {
 		sums[i] = r.metricSummary(&r.Results[i])
-		if r.Results[i].Candidate.Mode == steering.ModeAuto {
+		if r.Results[i].Candidate.Mode == plan.ModeAuto {
 			auto = i
 		}
 	}

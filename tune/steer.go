@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"sort"
 	"strings"
 
@@ -31,8 +32,8 @@ type machine struct {
 	AdaptiveConfig steering.AdaptiveConfig
 
 	snap     *platform.Snapshot
-	plans    map[string]*steering.Plan
-	restore  []steering.Action
+	plans    map[string]*plan.Plan
+	restore  []plan.Action
 	stopLoop func() int
 	// Moves counts the adaptive loop's moves per adaptive candidate.
 	Moves map[string]int
@@ -44,7 +45,7 @@ func newMachine(e *steering.Engine, w steering.Writer) *machine {
 }
 
 // knobKey identifies a knob across plans.
-func knobKey(a steering.Action) string { return string(a.Kind) + " " + a.Target() }
+func knobKey(a plan.Action) string { return string(a.Kind) + " " + a.Target() }
 
 // planCandidate plans candidate c on snapshot s. A mode candidate is the
 // mode's plan. A custom candidate is custom mode with the user's
@@ -52,16 +53,16 @@ func knobKey(a steering.Action) string { return string(a.Kind) + " " + a.Target(
 // their overrides dropped, plus one rps_cpus override per candidate
 // device: auto with exactly the candidate's masks on top, which is what
 // --save writes.
-func planCandidate(s *platform.Snapshot, c candidate) (*steering.Plan, error) {
-	if c.Mode != steering.ModeCustom {
-		p, err := steering.NewPlan(s, steering.PlanRequest{Mode: c.Mode})
+func planCandidate(s *platform.Snapshot, c candidate) (*plan.Plan, error) {
+	if c.Mode != plan.ModeCustom {
+		p, err := plan.NewPlan(s, plan.PlanRequest{Mode: c.Mode})
 		if err != nil {
 			return nil, fmt.Errorf("plan %s: %w", c.Name, err)
 		}
 		return p, nil
 	}
 	cp := *s
-	sc := platform.SteeringConfig{Mode: string(steering.ModeCustom)}
+	sc := platform.SteeringConfig{Mode: string(plan.ModeCustom)}
 	if s.Config.Steering != nil {
 		sc.Flows = s.Config.Steering.Flows
 		for _, d := range s.Config.Steering.Devices {
@@ -77,7 +78,7 @@ func planCandidate(s *platform.Snapshot, c candidate) (*steering.Plan, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("candidate %s: no device %q here: %w", c.Name, r.Device, steering.ErrInvalid)
+			return nil, fmt.Errorf("candidate %s: no device %q here: %w", c.Name, r.Device, plan.ErrInvalid)
 		}
 		if _, err := cpuset.ParseMask(r.Mask); err != nil {
 			return nil, fmt.Errorf("candidate %s: %w", c.Name, err)
@@ -94,21 +95,21 @@ func planCandidate(s *platform.Snapshot, c candidate) (*steering.Plan, error) {
 		}
 	}
 	cp.Config.Steering = &sc
-	p, err := steering.NewPlan(&cp, steering.PlanRequest{Mode: steering.ModeCustom})
+	p, err := plan.NewPlan(&cp, plan.PlanRequest{Mode: plan.ModeCustom})
 	if err != nil {
 		return nil, fmt.Errorf("plan %s: %w", c.Name, err)
 	}
 	for _, r := range c.RPS {
 		if !planSetsRPS(p, r.Device) {
-			return nil, fmt.Errorf("candidate %s: the plan sets no RPS mask on %s (no rx queues?): %w", c.Name, r.Device, steering.ErrInvalid)
+			return nil, fmt.Errorf("candidate %s: the plan sets no RPS mask on %s (no rx queues?): %w", c.Name, r.Device, plan.ErrInvalid)
 		}
 	}
 	return p, nil
 }
 
-func planSetsRPS(p *steering.Plan, dev string) bool {
+func planSetsRPS(p *plan.Plan, dev string) bool {
 	for _, a := range p.Actions {
-		if a.Kind == steering.KindRPSCPUs && a.Device == dev {
+		if a.Kind == plan.KindRPSCPUs && a.Device == dev {
 			return true
 		}
 	}
@@ -124,7 +125,7 @@ func (e *machine) Prepare(ctx context.Context, cands []candidate) (*prepared, er
 		return nil, fmt.Errorf("read the machine: %w", err)
 	}
 	e.snap = snap
-	e.plans = map[string]*steering.Plan{}
+	e.plans = map[string]*plan.Plan{}
 	e.restore = nil
 	seen := map[string]bool{}
 	devs := map[string]bool{}
@@ -136,7 +137,7 @@ func (e *machine) Prepare(ctx context.Context, cands []candidate) (*prepared, er
 		}
 		e.plans[c.Name] = p
 		for _, a := range p.Actions {
-			if a.Kind == steering.KindRPSCPUs {
+			if a.Kind == plan.KindRPSCPUs {
 				devs[a.Device] = true
 			}
 			k := knobKey(a)
@@ -162,7 +163,7 @@ func (e *machine) Prepare(ctx context.Context, cands []candidate) (*prepared, er
 	for _, c := range cands {
 		prep.Masks = append(prep.Masks, rpsColumns(e.plans[c.Name], prep.Devices))
 		sig := planSignature(e.plans[c.Name])
-		if c.Mode == steering.ModeAdaptive {
+		if c.Mode == plan.ModeAdaptive {
 			// Starts from auto's plan but moves while it runs: never the
 			// same as a static candidate.
 			sig = "adaptive " + sig
@@ -178,16 +179,16 @@ func (e *machine) Prepare(ctx context.Context, cands []candidate) (*prepared, er
 
 // planSignature is the plan's knobs and values in a canonical form, masks
 // and cpu lists normalised, so equal signatures write the same state.
-func planSignature(p *steering.Plan) string {
+func planSignature(p *plan.Plan) string {
 	lines := make([]string, 0, len(p.Actions))
 	for _, a := range p.Actions {
 		v := a.Value
 		switch a.Kind {
-		case steering.KindRPSCPUs, steering.KindXPSCPUs, steering.KindIRQAffinity:
+		case plan.KindRPSCPUs, plan.KindXPSCPUs, plan.KindIRQAffinity:
 			if set, err := cpuset.ParseMask(v); err == nil {
 				v = set.List()
 			}
-		case steering.KindNAPIAffinity:
+		case plan.KindNAPIAffinity:
 			if set, err := cpuset.ParseList(v); err == nil {
 				v = set.List()
 			}
@@ -201,13 +202,13 @@ func planSignature(p *steering.Plan) string {
 // rpsColumns returns the plan's RPS mask per device: one mask when every
 // rx queue gets the same, masks joined by "/" otherwise, "-" when the plan
 // leaves the device alone.
-func rpsColumns(p *steering.Plan, devs []string) []string {
+func rpsColumns(p *plan.Plan, devs []string) []string {
 	out := make([]string, len(devs))
 	for i, d := range devs {
 		var masks []string
 		same := true
 		for _, a := range p.Actions {
-			if a.Kind != steering.KindRPSCPUs || a.Device != d {
+			if a.Kind != plan.KindRPSCPUs || a.Device != d {
 				continue
 			}
 			if len(masks) > 0 && !cpuset.SameMask(masks[0], a.Value) {
@@ -247,7 +248,7 @@ func (e *machine) Apply(ctx context.Context, c candidate) error {
 	if p == nil || e.snap == nil {
 		return fmt.Errorf("candidate %s was not prepared", c.Name)
 	}
-	if c.Mode == steering.ModeAdaptive {
+	if c.Mode == plan.ModeAdaptive {
 		return e.startAdaptive(ctx, c)
 	}
 	return resultError(steering.ApplyPlan(ctx, e.Writer, e.snap, p.Actions, false))
@@ -259,7 +260,7 @@ func (e *machine) startAdaptive(ctx context.Context, c candidate) error {
 	if e.Adaptive == nil {
 		return fmt.Errorf("candidate %s: no engine for the adaptive loop", c.Name)
 	}
-	res, err := e.Adaptive.SetMode(ctx, steering.SetModeRequest{Mode: steering.ModeAdaptive, Reason: "tune " + c.Name})
+	res, err := e.Adaptive.SetMode(ctx, steering.SetModeRequest{Mode: plan.ModeAdaptive, Reason: "tune " + c.Name})
 	if err != nil {
 		return err
 	}
@@ -315,7 +316,7 @@ func (e *machine) Restore(ctx context.Context) (restoreResult, error) {
 	var errs []error
 	var skipped []string
 	for _, a := range e.restore {
-		res := steering.ApplyPlan(ctx, e.Writer, e.snap, []steering.Action{a}, false)
+		res := steering.ApplyPlan(ctx, e.Writer, e.snap, []plan.Action{a}, false)
 		out.Changed += len(res.Changed)
 		if err := resultError(res); err != nil {
 			errs = append(errs, err)
@@ -355,7 +356,7 @@ func (e *machine) Restore(ctx context.Context) (restoreResult, error) {
 // given plans steer with a non-zero RPS mask) and, per device, the CPUs its
 // NAPI threads and IRQs are pinned to now; an IRQ allowed on every CPU
 // counts as pinned to the CPUs its /proc/interrupts counts show it ran on.
-func layoutFor(s *platform.Snapshot, plans []*steering.Plan, devs []string) layout {
+func layoutFor(s *platform.Snapshot, plans []*plan.Plan, devs []string) layout {
 	l := layout{RxCPUs: map[string][]int{}}
 	var all cpuset.Set
 	for _, c := range s.CPUs {
@@ -368,7 +369,7 @@ func layoutFor(s *platform.Snapshot, plans []*steering.Plan, devs []string) layo
 		steered := map[string]bool{}
 		for _, p := range plans {
 			for _, a := range p.Actions {
-				if a.Kind == steering.KindRPSCPUs && !cpuset.SameMask(a.Value, "0") {
+				if a.Kind == plan.KindRPSCPUs && !cpuset.SameMask(a.Value, "0") {
 					steered[a.Device] = true
 				}
 			}

@@ -3,6 +3,7 @@ package tune
 import (
 	"context"
 	"errors"
+	"github.com/packet-steering/packet-steering/plan"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -214,7 +215,7 @@ func TestPlanCandidateRefusesUnknownDevice(t *testing.T) {
 	}
 	for _, c := range []string{"eth9:1", "eth0:2/wan9:1"} {
 		_, err := planCandidate(snap, mustCandidates(t, c)[0])
-		if !errors.Is(err, steering.ErrInvalid) {
+		if !errors.Is(err, plan.ErrInvalid) {
 			t.Errorf("%s: err = %v, want ErrInvalid", c, err)
 		}
 	}
@@ -226,7 +227,7 @@ func TestLayoutFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var plans []*steering.Plan
+	var plans []*plan.Plan
 	for _, m := range sweepModes() {
 		p, err := planCandidate(snap, modeCandidate(m))
 		if err != nil {

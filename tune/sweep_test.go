@@ -4,11 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/packet-steering/packet-steering/plan"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/packet-steering/packet-steering/steering"
 )
 
 // fakeSteerer stands in for the steering engine: its "machine" is the name
@@ -271,7 +270,7 @@ func TestSweepPrepareErrorChangesNothing(t *testing.T) {
 
 func TestRecommendTies(t *testing.T) {
 	mk := func(name string, bps ...float64) result {
-		r := result{Candidate: candidate{Name: name, Mode: steering.Mode(name)}}
+		r := result{Candidate: candidate{Name: name, Mode: plan.Mode(name)}}
 		for _, b := range bps {
 			r.Runs = append(r.Runs, run{measurement: measurement{Throughput: b, Unit: unitBPS}})
 		}

@@ -3,13 +3,13 @@ package ubusobj
 import (
 	"errors"
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"math"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/packet-steering/packet-steering/internal/ubus"
-	"github.com/packet-steering/packet-steering/steering"
 )
 
 // errArg marks an argument the caller got wrong. It wraps
@@ -198,14 +198,14 @@ func checkDevice(a ubus.Attr) error {
 
 // checkMode accepts the modes of docs/design.md "Modes" (steering.ParseMode).
 func checkMode(a ubus.Attr) error {
-	_, err := steering.ParseMode(a.Str)
+	_, err := plan.ParseMode(a.Str)
 	return err
 }
 
 // checkFlows accepts 0..steering.MaxFlows.
 func checkFlows(a ubus.Attr) error {
-	if a.Int < 0 || a.Int > steering.MaxFlows {
-		return fmt.Errorf("flows %d outside 0..%d", a.Int, steering.MaxFlows)
+	if a.Int < 0 || a.Int > plan.MaxFlows {
+		return fmt.Errorf("flows %d outside 0..%d", a.Int, plan.MaxFlows)
 	}
 	return nil
 }

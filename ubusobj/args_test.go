@@ -2,11 +2,11 @@ package ubusobj
 
 import (
 	"errors"
+	"github.com/packet-steering/packet-steering/plan"
 	"strings"
 	"testing"
 
 	"github.com/packet-steering/packet-steering/internal/ubus"
-	"github.com/packet-steering/packet-steering/steering"
 )
 
 func policyOf(t *testing.T, method string) []ArgPolicy {
@@ -206,7 +206,7 @@ func FuzzParseArgs(f *testing.F) {
 				}
 				return a.vals[i], a.set[i]
 			}
-			if v, ok := get("flows"); ok && (v.Int < 0 || v.Int > steering.MaxFlows) {
+			if v, ok := get("flows"); ok && (v.Int < 0 || v.Int > plan.MaxFlows) {
 				t.Fatalf("%s accepted flows %d", m.Name, v.Int)
 			}
 			if v, ok := get("device"); ok && checkDevice(v) != nil {
@@ -214,7 +214,7 @@ func FuzzParseArgs(f *testing.F) {
 			}
 			if m.Name == "set_mode" {
 				v, ok := get("mode")
-				if _, err := steering.ParseMode(v.Str); !ok || err != nil {
+				if _, err := plan.ParseMode(v.Str); !ok || err != nil {
 					t.Fatalf("set_mode accepted mode %q", v.Str)
 				}
 			}

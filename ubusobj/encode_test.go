@@ -3,6 +3,7 @@ package ubusobj
 import (
 	"context"
 	"encoding/json"
+	"github.com/packet-steering/packet-steering/plan"
 	"reflect"
 	"testing"
 	"time"
@@ -22,9 +23,9 @@ type encodeSample struct {
 	U       uint64            `json:"u"`
 	F       float64           `json:"f"`
 	T       time.Time         `json:"t"`
-	P       *steering.Hint    `json:"p"`
-	NilP    *steering.Hint    `json:"nil_p"`
-	OmitP   *steering.Hint    `json:"omit_p,omitempty"`
+	P       *plan.Hint        `json:"p"`
+	NilP    *plan.Hint        `json:"nil_p"`
+	OmitP   *plan.Hint        `json:"omit_p,omitempty"`
 	L       []int             `json:"l"`
 	NilL    []string          `json:"nil_l"`
 	EmptyL  []string          `json:"empty_l"`
@@ -77,9 +78,9 @@ func TestEncodeReplyMatchesJSONPath(t *testing.T) {
 		"queues":   queuesReply{Devices: qs},
 		"fake":     func() any { s, _ := newFakeEngine().Status(ctx); return s }(),
 		"empty":    &steering.Result{},
-		"failures": &steering.Result{Failed: []steering.Failure{{Action: steering.Action{Kind: "rps_cpus", Device: "eth0"}, Error: "EINVAL"}}},
+		"failures": &steering.Result{Failed: []steering.Failure{{Action: plan.Action{Kind: "rps_cpus", Device: "eth0"}, Error: "EINVAL"}}},
 		"sample": encodeSample{S: "a\"b/<c>", B: true, I: -5, Big: 1 << 40, Neg: -(1 << 33), U: 1 << 35, F: 0.25,
-			T: time.Date(2026, 11, 30, 1, 2, 3, 4, time.UTC), P: &steering.Hint{ID: "x"}, L: []int{1, 2},
+			T: time.Date(2026, 11, 30, 1, 2, 3, 4, time.UTC), P: &plan.Hint{ID: "x"}, L: []int{1, 2},
 			EmptyL: []string{}, M: map[string]int{"z": 1, "a": 2}, Any: "v", Arr: [2]bool{true, false},
 			NoTag: "n", Skip: "s", private: "p", Nested: map[string][]bool{"k": {true}}},
 		"fallback float": struct {
@@ -89,9 +90,9 @@ func TestEncodeReplyMatchesJSONPath(t *testing.T) {
 			S string `json:"s"`
 		}{S: "a\xffb"},
 		"fallback embedded": struct {
-			steering.Hint
+			plan.Hint
 			X int `json:"x"`
-		}{Hint: steering.Hint{ID: "e"}, X: 1},
+		}{Hint: plan.Hint{ID: "e"}, X: 1},
 	}
 	// One encoder, as an Object keeps, meets every type twice: what it
 	// remembers of a type must not change the encoding.

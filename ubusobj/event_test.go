@@ -1,6 +1,7 @@
 package ubusobj
 
 import (
+	"github.com/packet-steering/packet-steering/plan"
 	"testing"
 
 	"github.com/packet-steering/packet-steering/steering"
@@ -11,11 +12,11 @@ import (
 // moves (no Device on those actions).
 func TestEventDataDevices(t *testing.T) {
 	res := &steering.Result{
-		Mode: steering.ModeAuto,
-		Changed: []steering.Action{
-			{Kind: steering.KindNAPIAffinity, PID: 300, Thread: "napi/eth0-257", Value: "0"},
-			{Kind: steering.KindIRQAffinity, IRQ: 60, Value: "1"},
-			{Kind: steering.KindRPSCPUs, Device: "eth1", Queue: "rx-0", Value: "2"},
+		Mode: plan.ModeAuto,
+		Changed: []plan.Action{
+			{Kind: plan.KindNAPIAffinity, PID: 300, Thread: "napi/eth0-257", Value: "0"},
+			{Kind: plan.KindIRQAffinity, IRQ: 60, Value: "1"},
+			{Kind: plan.KindRPSCPUs, Device: "eth1", Queue: "rx-0", Value: "2"},
 		},
 		Devices: []string{"eth0", "eth1"},
 	}

@@ -2,6 +2,7 @@ package ubusobj
 
 import (
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"strings"
 	"sync"
 	"testing"
@@ -32,17 +33,17 @@ func (l *levelLogger) Error(msg string, args ...any) { l.add("ERROR", msg, args)
 // write, at error (syslog err), which is how the system log's priority
 // filters tell failures from routine applies.
 func TestLogApplyLevels(t *testing.T) {
-	write := steering.Action{Kind: steering.KindRPSCPUs, Device: "eth0", Queue: "rx-0", Value: "2"}
+	write := plan.Action{Kind: plan.KindRPSCPUs, Device: "eth0", Queue: "rx-0", Value: "2"}
 	for _, tc := range []struct {
 		name string
 		res  steering.Result
 		want []string // level and message of each record, in order
 	}{
-		{"changed", steering.Result{Changed: []steering.Action{write}}, []string{"INFO applied"}},
+		{"changed", steering.Result{Changed: []plan.Action{write}}, []string{"INFO applied"}},
 		{"nothing to do", steering.Result{Unchanged: 12}, []string{"DEBUG applied"}},
 		{"a failed write", steering.Result{Failed: []steering.Failure{{Action: write, Error: "read-only file system"}}},
 			[]string{"ERROR applied", "ERROR write failed"}},
-		{"changed and failed", steering.Result{Changed: []steering.Action{write},
+		{"changed and failed", steering.Result{Changed: []plan.Action{write},
 			Failed: []steering.Failure{{Action: write, Error: "x"}, {Action: write, Error: "y"}}},
 			[]string{"ERROR applied", "ERROR write failed", "ERROR write failed"}},
 	} {

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"math"
 	"sort"
 	"strings"
@@ -116,7 +117,7 @@ type applyArgs struct {
 
 // setModeArgs is the argument struct of set_mode.
 type setModeArgs struct {
-	Mode    steering.Mode
+	Mode    plan.Mode
 	Flows   *int // nil = unchanged
 	Persist bool
 }
@@ -145,7 +146,7 @@ func Methods() []Method {
 		method("set_mode", func() any { return &setModeArgs{Persist: true} }, []Field{
 			{ArgPolicy{Name: "mode", Type: ubus.TypeString, Required: true, Check: checkMode,
 				Doc: "off, legacy, all, auto, custom or adaptive"},
-				func(d any, a ubus.Attr) { d.(*setModeArgs).Mode = steering.Mode(a.Str) }},
+				func(d any, a ubus.Attr) { d.(*setModeArgs).Mode = plan.Mode(a.Str) }},
 			{ArgPolicy{Name: "flows", Type: ubus.TypeInt32, Check: checkFlows,
 				Doc: "rps_flow_cnt per rx queue, 0 to steering.MaxFlows (default: unchanged)"},
 				func(d any, a ubus.Attr) { n := int(a.Int); d.(*setModeArgs).Flows = &n }},
@@ -320,7 +321,7 @@ func (o *Object) callError(method, peer string, err error) error {
 		o.log.Debug("refused call", "method", method, "peer", peer, "err", err)
 		return err
 	}
-	if errors.Is(err, steering.ErrInvalid) {
+	if errors.Is(err, plan.ErrInvalid) {
 		o.log.Debug("refused call", "method", method, "peer", peer, "err", err)
 		return fmt.Errorf("%w: %w", ubus.StatusInvalidArgument, err)
 	}
@@ -356,7 +357,7 @@ func (o *Object) callStatus(ctx context.Context, _ any) (any, error) {
 		return nil, err
 	}
 	if st.Hints == nil {
-		st.Hints = []steering.Hint{}
+		st.Hints = []plan.Hint{}
 	}
 	if st.CPUs == nil {
 		st.CPUs = []steering.CPUStat{}
@@ -376,7 +377,7 @@ func (o *Object) callQueues(ctx context.Context, v any) (any, error) {
 		return nil, err
 	}
 	if dev != "" && len(devs) == 0 {
-		return nil, fmt.Errorf("no device %q: %w", dev, steering.ErrInvalid)
+		return nil, fmt.Errorf("no device %q: %w", dev, plan.ErrInvalid)
 	}
 	if devs == nil {
 		devs = []steering.DeviceQueues{}
@@ -413,7 +414,7 @@ func (o *Object) callSetMode(ctx context.Context, v any) (any, error) {
 // normalise gives the reply's lists as [] rather than null.
 func normalise(r *steering.Result) *steering.Result {
 	if r.Changed == nil {
-		r.Changed = []steering.Action{}
+		r.Changed = []plan.Action{}
 	}
 	if r.Failed == nil {
 		r.Failed = []steering.Failure{}
@@ -513,7 +514,7 @@ func LogApply(log Logger, reason string, res *steering.Result) {
 }
 
 // target names the knob an action writes, for the log.
-func target(a steering.Action) string {
+func target(a plan.Action) string {
 	switch {
 	case a.Queue != "":
 		return a.Device + "/" + a.Queue

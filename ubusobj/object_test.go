@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"runtime"
 	"sync"
 	"testing"
@@ -18,7 +19,7 @@ import (
 // of the devices asked for once, and then nothing. It records every request.
 type fakeEngine struct {
 	mu       sync.Mutex
-	mode     steering.Mode
+	mode     plan.Mode
 	flows    int
 	applied  map[string]bool
 	applies  []steering.ApplyRequest
@@ -31,7 +32,7 @@ type fakeEngine struct {
 var fakeDevices = []string{"eth0", "lan1"}
 
 func newFakeEngine() *fakeEngine {
-	return &fakeEngine{mode: steering.ModeAuto, applied: map[string]bool{}}
+	return &fakeEngine{mode: plan.ModeAuto, applied: map[string]bool{}}
 }
 
 func (f *fakeEngine) Status(ctx context.Context) (*steering.Status, error) {
@@ -42,7 +43,7 @@ func (f *fakeEngine) Status(ctx context.Context) (*steering.Status, error) {
 	}
 	return &steering.Status{
 		Mode:       f.mode,
-		Configured: steering.Settings{Mode: f.mode, Flows: f.flows, Source: "packet_steering"},
+		Configured: plan.Settings{Mode: f.mode, Flows: f.flows, Source: "packet_steering"},
 		Policy:     "legacy",
 		Platform:   steering.PlatformInfo{Board: "test,board", Model: "Test", Target: "test/generic", CPUs: 2},
 		Offload:    "none",
@@ -67,7 +68,7 @@ func (f *fakeEngine) Queues(ctx context.Context, device string) ([]steering.Devi
 		return nil, f.failWith
 	}
 	if device != "" && !f.known(device) {
-		return nil, fmt.Errorf("no device %q: %w", device, steering.ErrInvalid)
+		return nil, fmt.Errorf("no device %q: %w", device, plan.ErrInvalid)
 	}
 	var out []steering.DeviceQueues
 	for _, d := range fakeDevices {
@@ -95,7 +96,7 @@ func (f *fakeEngine) Apply(ctx context.Context, req steering.ApplyRequest) (*ste
 		return nil, f.failWith
 	}
 	if req.Device != "" && !f.known(req.Device) {
-		return nil, fmt.Errorf("no device %q: %w", req.Device, steering.ErrInvalid)
+		return nil, fmt.Errorf("no device %q: %w", req.Device, plan.ErrInvalid)
 	}
 	f.applies = append(f.applies, req)
 	return f.applyLocked(req.Device, req.DryRun), nil
@@ -111,7 +112,7 @@ func (f *fakeEngine) applyLocked(device string, dry bool) *steering.Result {
 			res.Unchanged++
 			continue
 		}
-		res.Changed = append(res.Changed, steering.Action{Kind: steering.KindRPSCPUs, Device: d, Queue: "rx-0", Value: "2", Current: "0"})
+		res.Changed = append(res.Changed, plan.Action{Kind: plan.KindRPSCPUs, Device: d, Queue: "rx-0", Value: "2", Current: "0"})
 		if !dry {
 			f.applied[d] = true
 		}
@@ -125,7 +126,7 @@ func (f *fakeEngine) SetMode(ctx context.Context, req steering.SetModeRequest) (
 	if f.failWith != nil {
 		return nil, f.failWith
 	}
-	if _, err := steering.ParseMode(string(req.Mode)); err != nil {
+	if _, err := plan.ParseMode(string(req.Mode)); err != nil {
 		return nil, err
 	}
 	f.setModes = append(f.setModes, req)
@@ -298,7 +299,7 @@ func testMethods(t *testing.T, eng *fakeEngine, c caller, server steering.Server
 	eng.mu.Lock()
 	got := eng.setModes[0]
 	eng.mu.Unlock()
-	if got.Mode != steering.ModeLegacy || got.Flows == nil || *got.Flows != 256 || !got.Persist || got.Reason != "set_mode legacy" {
+	if got.Mode != plan.ModeLegacy || got.Flows == nil || *got.Flows != 256 || !got.Persist || got.Reason != "set_mode legacy" {
 		t.Errorf("engine got %+v", got)
 	}
 	if _, err := c(t, "set_mode", `{"mode":"off","persist":false}`); err != nil {
@@ -382,7 +383,7 @@ func TestEngineFailureIsUnknownError(t *testing.T) {
 		t.Errorf("set_mode error reply %v, want the engine's error", ubus.AttrsValue(reply))
 	}
 	eng.mu.Lock()
-	eng.failWith = fmt.Errorf("persist: %w", steering.ErrInvalid)
+	eng.failWith = fmt.Errorf("persist: %w", plan.ErrInvalid)
 	eng.mu.Unlock()
 	if _, err := call(t, c, "set_mode", `{"mode":"auto"}`); ubus.StatusOf(err) != ubus.StatusInvalidArgument {
 		t.Errorf("engine ErrInvalid: %v, want INVALID_ARGUMENT", err)

@@ -3,6 +3,7 @@ package vmtest
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"regexp"
 	"strconv"
 	"strings"
@@ -66,7 +67,7 @@ func checkAdaptive(c *checker, con *consoleOut, mq string) adaptiveSummary {
 		if !c.getJSON(con, name, &st) {
 			return nil
 		}
-		if st.Mode != steering.ModeAdaptive || st.Adaptive == nil {
+		if st.Mode != plan.ModeAdaptive || st.Adaptive == nil {
 			c.errorf("%s: mode %s, adaptive %v", name, st.Mode, st.Adaptive != nil)
 			return nil
 		}
@@ -78,9 +79,9 @@ func checkAdaptive(c *checker, con *consoleOut, mq string) adaptiveSummary {
 		want := map[string]string{"interval": "1s", "max_idle_interval": "2s", "dwell": "6s", "busy_load": "80%", "high_load": "85%"}
 		for _, o := range st.Adaptive.Config {
 			if v, ok := want[o.Name]; ok {
-				src := steering.SourcePacketSteering
+				src := plan.SourcePacketSteering
 				if o.Name == "high_load" {
-					src = steering.SourceDefault
+					src = plan.SourceDefault
 				}
 				if o.Value != v || o.Source != src {
 					c.errorf("adaptive-start: option %s = %s (%s), want %s (%s)", o.Name, o.Value, o.Source, v, src)

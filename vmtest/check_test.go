@@ -3,6 +3,7 @@ package vmtest
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"regexp"
 	"strconv"
 	"strings"
@@ -363,10 +364,10 @@ func checkGuest(t *testing.T, g *guest, con *consoleOut) {
 			c.errorf("%v", err)
 		}
 	}
-	var plan steering.Plan
-	c.getJSON(con, "plan", &plan)
-	if g.wantPolicy != "" && plan.Policy != g.wantPolicy {
-		c.errorf("plan chose policy %q, want %q", plan.Policy, g.wantPolicy)
+	var pl plan.Plan
+	c.getJSON(con, "plan", &pl)
+	if g.wantPolicy != "" && pl.Policy != g.wantPolicy {
+		c.errorf("plan chose policy %q, want %q", pl.Policy, g.wantPolicy)
 	}
 	var first, again steering.Result
 	if c.getJSON(con, "apply", &first) && len(first.Failed) > 0 {
@@ -377,8 +378,8 @@ func checkGuest(t *testing.T, g *guest, con *consoleOut) {
 	}
 	var st steering.Status
 	if c.getJSON(con, "call-status", &st) {
-		if st.Policy != plan.Policy {
-			c.errorf("daemon status: policy %q, plan said %q", st.Policy, plan.Policy)
+		if st.Policy != pl.Policy {
+			c.errorf("daemon status: policy %q, plan said %q", st.Policy, pl.Policy)
 		}
 		if !st.InSync {
 			c.errorf("daemon status: not in sync after apply")
@@ -399,12 +400,12 @@ func checkGuest(t *testing.T, g *guest, con *consoleOut) {
 		c.errorf("%v", err)
 	}
 	k := parseState(stateText)
-	checkKernel(c, plan, k)
+	checkKernel(c, pl, k)
 
 	if g.queues == 0 {
 		t.Logf("\n%s: %d CPU; plan: policy %s, %d actions; apply: changed %d, failed %d; second apply: changed %d; "+
 			"daemon on the bus: status policy %s, in sync %v, get_queues %d devices, apply changed %d",
-			g.name, g.cpus, plan.Policy, len(plan.Actions), len(first.Changed), len(first.Failed), len(again.Changed),
+			g.name, g.cpus, pl.Policy, len(pl.Actions), len(first.Changed), len(first.Failed), len(again.Changed),
 			st.Policy, st.InSync, len(q.Devices), len(viaDaemon.Changed))
 		return
 	}
@@ -436,7 +437,7 @@ func checkGuest(t *testing.T, g *guest, con *consoleOut) {
 		results = append(results, r)
 	}
 	rows := checkTraffic(c, g, q, k, results, mq)
-	t.Logf("\n%s", formatTable(g, plan, first, mq, sq, rows))
+	t.Logf("\n%s", formatTable(g, pl, first, mq, sq, rows))
 	if g.adaptive {
 		sum := checkAdaptive(c, con, mq)
 		t.Logf("\n%s adaptive (functional; emulated CPUs):\n  steady, flood into every rx queue: %s; nothing moved\n  hog on rx-1's CPU: %s\n  hog and flood gone: %s",
@@ -446,31 +447,31 @@ func checkGuest(t *testing.T, g *guest, con *consoleOut) {
 
 // checkKernel compares every action of the plan with what the kernel
 // reports after the apply.
-func checkKernel(c *checker, plan steering.Plan, k kernelState) {
-	for _, a := range plan.Actions {
+func checkKernel(c *checker, pl plan.Plan, k kernelState) {
+	for _, a := range pl.Actions {
 		key := a.Device + " " + a.Queue
 		switch a.Kind {
-		case steering.KindNAPIAffinity:
+		case plan.KindNAPIAffinity:
 			if got, ok := k.threads[a.PID]; !ok {
 				c.errorf("kernel: NAPI thread %d (%s) not found after apply", a.PID, a.Thread)
 			} else if !sameList(got, a.Value) {
 				c.errorf("kernel: %s [%d] Cpus_allowed_list %s, plan %s", a.Thread, a.PID, got, a.Value)
 			}
-		case steering.KindIRQAffinity:
+		case plan.KindIRQAffinity:
 			if got, ok := k.irqList[a.IRQ]; !ok {
 				c.errorf("kernel: IRQ %d (%s) has no smp_affinity_list", a.IRQ, a.Name)
 			} else if !sameList(got, maskToList(a.Value)) {
 				c.errorf("kernel: IRQ %d (%s) smp_affinity_list %s, plan %s (mask %s)", a.IRQ, a.Name, got, maskToList(a.Value), a.Value)
 			}
-		case steering.KindRPSCPUs:
+		case plan.KindRPSCPUs:
 			if got := k.rps[key]; !cpuset.SameMask(got, a.Value) {
 				c.errorf("kernel: %s rps_cpus %q, plan %s", key, got, a.Value)
 			}
-		case steering.KindXPSCPUs:
+		case plan.KindXPSCPUs:
 			if got := k.xps[key]; !cpuset.SameMask(got, a.Value) {
 				c.errorf("kernel: %s xps_cpus %q, plan %s", key, got, a.Value)
 			}
-		case steering.KindRPSFlowCnt:
+		case plan.KindRPSFlowCnt:
 			if got := k.flows[key]; got != a.Value {
 				c.errorf("kernel: %s rps_flow_cnt %q, plan %s", key, got, a.Value)
 			}
@@ -637,10 +638,10 @@ func checkPhase(c *checker, dev, rxq, txq string, napi *napiView, irq *irqView, 
 // formatTable prints a guest's two tables: what was planned and what the
 // kernel reports after apply, then where each queue pair's work ran under
 // traffic.
-func formatTable(g *guest, plan steering.Plan, first steering.Result, mq, sq string, rows []queueRow) string {
+func formatTable(g *guest, pl plan.Plan, first steering.Result, mq, sq string, rows []queueRow) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %d vCPUs, %s virtio-net %d queue pairs (MSI-X) + %s 1 queue, threaded NAPI; policy %s; apply changed %d, a second apply 0\n\n",
-		g.name, g.cpus, mq, g.queues, sq, plan.Policy, len(first.Changed))
+		g.name, g.cpus, mq, g.queues, sq, pl.Policy, len(first.Changed))
 	applied := [][]string{{"QUEUES", "RX NAPI THREAD CPUS plan/kernel", "RX IRQ", "RPS", "XPS", "TX NAPI THREAD", "TX IRQ"}}
 	traffic := [][]string{{"QUEUES", "SENT FROM CPU", "ARRIVED ON", "RX WORK RAN IN", "SOFTNET PROCESSED", "TX COMPLETION RAN IN", "TX IRQ", "RESULT"}}
 	for _, r := range rows {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/packet-steering/packet-steering/plan"
 	"sync"
 
 	"github.com/packet-steering/packet-steering/steering"
@@ -41,10 +42,10 @@ type adaptiveRunner struct {
 
 // sync starts the loop in mode adaptive (restarting it when the
 // configuration changed) and stops it in any other mode.
-func (r *adaptiveRunner) sync(m steering.Mode) {
+func (r *adaptiveRunner) sync(m plan.Mode) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if m != steering.ModeAdaptive {
+	if m != plan.ModeAdaptive {
 		if r.cancel != nil {
 			r.stopLocked()
 			r.log.Info("adaptive loop stopped", "mode", string(m))

@@ -1,11 +1,10 @@
-//go:build !router || tune
-
 package main
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,7 +56,7 @@ func TestOneShotKnowsDeviations(t *testing.T) {
 	if err := json.Unmarshal([]byte(cli("apply", "--json")), &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Mode != steering.ModeAdaptive || len(res.Changed) != 0 {
+	if res.Mode != plan.ModeAdaptive || len(res.Changed) != 0 {
 		t.Errorf("one-shot apply: mode %s changed %+v, want nothing changed", res.Mode, res.Changed)
 	}
 }
@@ -104,7 +103,7 @@ func movedRoot(t *testing.T, m steering.Move) string {
 	ctx := context.Background()
 	root := fixturetest.Root(t, "ipq807x", nil)
 	e := steering.NewEngine(root)
-	if _, err := e.SetMode(ctx, steering.SetModeRequest{Mode: steering.ModeAdaptive, Persist: true}); err != nil {
+	if _, err := e.SetMode(ctx, steering.SetModeRequest{Mode: plan.ModeAdaptive, Persist: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.Adapt(ctx, []steering.Move{m}); err != nil {

@@ -1,9 +1,8 @@
-//go:build !router || tune
-
 package main
 
 import (
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"io"
 	"strings"
 	"time"
@@ -40,7 +39,7 @@ func printAdaptive(w io.Writer, a *steering.AdaptiveStatus) {
 	if len(a.Config) > 0 {
 		var set, def []string
 		for _, o := range a.Config {
-			if o.Source == steering.SourceDefault {
+			if o.Source == plan.SourceDefault {
 				def = append(def, o.Name+" "+o.Value)
 			} else {
 				set = append(set, o.Name+" "+o.Value)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"io"
 	"strings"
 
@@ -92,16 +93,16 @@ func printResult(w io.Writer, res *steering.Result, dryRun bool) error {
 }
 
 // actionTarget names the knob an action sets, for humans.
-func actionTarget(a steering.Action) string {
+func actionTarget(a plan.Action) string {
 	switch a.Kind {
-	case steering.KindNAPIAffinity:
+	case plan.KindNAPIAffinity:
 		return fmt.Sprintf("%s (pid %d)", a.Thread, a.PID)
-	case steering.KindIRQAffinity:
+	case plan.KindIRQAffinity:
 		if a.Name != "" {
 			return fmt.Sprintf("irq %d (%s)", a.IRQ, a.Name)
 		}
 		return fmt.Sprintf("irq %d", a.IRQ)
-	case steering.KindSysctl:
+	case plan.KindSysctl:
 		return a.Key
 	}
 	return strings.TrimSpace(a.Device + " " + a.Queue)

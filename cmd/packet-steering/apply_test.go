@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,7 +106,7 @@ func TestApplyCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
 		t.Fatalf("--json output: %v\n%s", err, stdout)
 	}
-	if res.Mode != steering.ModeCustom || len(res.Changed) == 0 || len(res.Failed) != 0 {
+	if res.Mode != plan.ModeCustom || len(res.Changed) == 0 || len(res.Failed) != 0 {
 		t.Fatalf("result %+v", res)
 	}
 	if !cpuset.SameMask(rpsOf(t, root), "2") {
@@ -157,7 +158,7 @@ func TestStatusCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &st); err != nil {
 		t.Fatalf("--json: %v\n%s", err, stdout)
 	}
-	if !st.InSync || st.Mode != steering.ModeCustom || len(st.CPUs) != 2 || st.CPUs[0].Processed != 16 || st.CPUs[1].RPSReceived != 0 {
+	if !st.InSync || st.Mode != plan.ModeCustom || len(st.CPUs) != 2 || st.CPUs[0].Processed != 16 || st.CPUs[1].RPSReceived != 0 {
 		t.Errorf("status %+v", st)
 	}
 	if code, _, stderr := runCLI(t, "status", "--root", root, "--mode", "off"); code != 2 || stderr == "" {

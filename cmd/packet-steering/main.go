@@ -8,13 +8,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"io"
 	"os"
 	"os/signal"
 	"sort"
 	"syscall"
-
-	"github.com/packet-steering/packet-steering/steering"
 )
 
 // command is one subcommand. run gets the arguments after the subcommand's
@@ -104,7 +103,7 @@ func run(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	fmt.Fprintf(env.stderr, "packet-steering %s: %v\n", args[0], err)
 	var ue *usageError
-	if errors.As(err, &ue) || errors.Is(err, steering.ErrInvalid) {
+	if errors.As(err, &ue) || errors.Is(err, plan.ErrInvalid) {
 		return 2
 	}
 	return 1

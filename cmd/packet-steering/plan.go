@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/packet-steering/packet-steering/plan"
 	"io"
 	"os"
 	"strconv"
 
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/platform"
-	"github.com/packet-steering/packet-steering/steering"
 )
 
 // runPlan is `packet-steering plan [--root DIR | --snapshot FILE] [--mode M]
@@ -24,7 +24,7 @@ func runPlan(ctx context.Context, env *cliEnv, args []string) error {
 	fs := c.fs
 	snapFile := fs.String("snapshot", "", "plan the machine described by snapshot `FILE` instead of reading one")
 	modeFlag := fs.String("mode", "", "`MODE` to plan: off, legacy, all, auto or custom (default: as configured)")
-	flowsFlag := fs.String("flows", "", "rps_flow_cnt per rx queue, `N` in 0.."+strconv.Itoa(steering.MaxFlows)+" (default: as configured)")
+	flowsFlag := fs.String("flows", "", "rps_flow_cnt per rx queue, `N` in 0.."+strconv.Itoa(plan.MaxFlows)+" (default: as configured)")
 	if help, err := c.parse(args); help || err != nil {
 		return err
 	}
@@ -32,16 +32,16 @@ func runPlan(ctx context.Context, env *cliEnv, args []string) error {
 		return usagef("use --root or --snapshot, not both")
 	}
 
-	var req steering.PlanRequest
+	var req plan.PlanRequest
 	if c.given("mode") {
-		m, err := steering.ParseMode(*modeFlag)
+		m, err := plan.ParseMode(*modeFlag)
 		if err != nil {
 			return usagef("--mode: %v", err)
 		}
 		req.Mode = m
 	}
 	if c.given("flows") {
-		n, err := steering.ParseFlows(*flowsFlag)
+		n, err := plan.ParseFlows(*flowsFlag)
 		if err != nil {
 			return usagef("--flows: %v", err)
 		}
@@ -62,7 +62,7 @@ func runPlan(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		snap = s
 	}
-	p, err := steering.NewPlan(snap, req)
+	p, err := plan.NewPlan(snap, req)
 	if err != nil {
 		return err
 	}
@@ -89,7 +89,7 @@ func readSnapshotFile(path string) (*platform.Snapshot, error) {
 // printPlan writes a plan for people: mode, policy and evidence, a table of
 // knobs (kind, target, current, desired, "=" when it already holds or
 // "change"), a count, then hints.
-func printPlan(w io.Writer, p *steering.Plan) error {
+func printPlan(w io.Writer, p *plan.Plan) error {
 	tw := newTable(w, false)
 	fmt.Fprintf(tw, "mode\t%s (flows %d)\n", p.Mode, p.Flows)
 	fmt.Fprintf(tw, "policy\t%s\n", p.Policy)

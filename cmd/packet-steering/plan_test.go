@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/packet-steering/packet-steering/platform"
 	"github.com/packet-steering/packet-steering/platform/fixture"
-	"github.com/packet-steering/packet-steering/steering"
 )
 
 // planRoot builds a fixture preset root for the plan command.
@@ -77,15 +77,15 @@ func TestPlanCommandJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	var p steering.Plan
+	var p plan.Plan
 	if err := json.Unmarshal([]byte(out), &p); err != nil {
 		t.Fatalf("not plan JSON: %v\n%s", err, out)
 	}
-	if p.Mode != steering.ModeLegacy || p.Policy != "legacy" || p.Flows != 64 {
+	if p.Mode != plan.ModeLegacy || p.Policy != "legacy" || p.Flows != 64 {
 		t.Errorf("plan %s %s %d", p.Mode, p.Policy, p.Flows)
 	}
 	last := p.Actions[len(p.Actions)-1]
-	if last.Kind != steering.KindSysctl || last.Value != "1024" { // 16 queues x 64
+	if last.Kind != plan.KindSysctl || last.Value != "1024" { // 16 queues x 64
 		t.Errorf("sysctl %+v", last)
 	}
 	// Same as the library's plan of the same machine.
@@ -94,7 +94,7 @@ func TestPlanCommandJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	flows := 64
-	want, err := steering.NewPlan(snap, steering.PlanRequest{Mode: steering.ModeLegacy, Flows: &flows})
+	want, err := plan.NewPlan(snap, plan.PlanRequest{Mode: plan.ModeLegacy, Flows: &flows})
 	if err != nil {
 		t.Fatal(err)
 	}

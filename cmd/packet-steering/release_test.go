@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,12 +42,12 @@ func TestReleaseCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}
-	kinds := map[steering.ActionKind]int{}
+	kinds := map[plan.ActionKind]int{}
 	for _, a := range res.Changed {
 		kinds[a.Kind]++
 	}
-	if kinds[steering.KindXPSCPUs] == 0 || kinds[steering.KindIRQAffinity] == 0 || kinds[steering.KindNAPIAffinity] == 0 ||
-		kinds[steering.KindRPSCPUs] != 0 || kinds[steering.KindRPSFlowCnt] != 0 {
+	if kinds[plan.KindXPSCPUs] == 0 || kinds[plan.KindIRQAffinity] == 0 || kinds[plan.KindNAPIAffinity] == 0 ||
+		kinds[plan.KindRPSCPUs] != 0 || kinds[plan.KindRPSFlowCnt] != 0 {
 		t.Errorf("release changed %v", kinds)
 	}
 	for q := 0; q < 4; q++ {

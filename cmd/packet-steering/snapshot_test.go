@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,7 +15,6 @@ import (
 	"github.com/packet-steering/packet-steering/platform"
 	"github.com/packet-steering/packet-steering/platform/fixture"
 	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
-	"github.com/packet-steering/packet-steering/steering"
 )
 
 // runSnapQ runs one CLI invocation in-process and returns exit status,
@@ -141,7 +141,7 @@ func TestSnapshotJSONRoundTrip(t *testing.T) {
 			if fromFile != fromRoot || e1 != "" || e2 != "" {
 				t.Errorf("plan from the snapshot file differs from plan --root\n%s%s", e1, e2)
 			}
-			var plan steering.Plan
+			var plan plan.Plan
 			if err := json.Unmarshal([]byte(fromRoot), &plan); err != nil {
 				t.Fatalf("plan --json: encoding/json: %v", err)
 			}

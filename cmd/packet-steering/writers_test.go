@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/packet-steering/packet-steering/plan"
 	"strings"
 	"testing"
 
@@ -33,9 +34,9 @@ func TestStatusOtherWriters(t *testing.T) {
 		t.Fatalf("--json: %v\n%s", err, out)
 	}
 	want := map[string]string{
-		"packet_steering": steering.WriterTakenOver,
-		"smp_affinity":    steering.WriterTakenOver,
-		"irqbalance":      steering.WriterDeferred,
+		"packet_steering": plan.WriterTakenOver,
+		"smp_affinity":    plan.WriterTakenOver,
+		"irqbalance":      plan.WriterDeferred,
 	}
 	got := map[string]string{}
 	for _, w := range st.Writers {

@@ -4,10 +4,10 @@
 //
 // The planning half (NewPlan, the modes, the profile table, masks) is pure:
 // it reads only the platform.Snapshot it is given, never the machine, never
-// the clock, so a snapshot fully determines its plan. It must never write a
+// the clock, so a snapshot fully determines its  It must never write a
 // kernel knob, change an affinity or fail because the machine looks odd: an
 // unexpected machine gets the stock rule and a hint, not an error.
-package steering
+package plan
 
 import (
 	"fmt"
@@ -379,7 +379,7 @@ func (b *builder) actions() []Action {
 // comparing masks and cpu lists as sets and counts as the kernel stores
 // them (rounded up to a power of two), exactly as the applier compares.
 func (a Action) Holds() bool {
-	return sameValue(a.Kind, strings.TrimSpace(a.Current), strings.TrimSpace(a.Value))
+	return SameValue(a.Kind, strings.TrimSpace(a.Current), strings.TrimSpace(a.Value))
 }
 
 // Target names the knob for people: "eth0/rx-0", "pid 300 napi/eth0-257",

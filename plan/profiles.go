@@ -1,4 +1,4 @@
-package steering
+package plan
 
 import (
 	"strings"

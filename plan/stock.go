@@ -1,4 +1,4 @@
-package steering
+package plan
 
 import (
 	"math/bits"
@@ -112,9 +112,9 @@ func matchNAPIName(name string) (owner, id string, ok bool) {
 	}
 }
 
-// mtkSocEth is the MediaTek SoC ethernet driver, whose NAPI threads are
+// MTKSocEth is the MediaTek SoC ethernet driver, whose NAPI threads are
 // named after its dummy netdev "mtk_eth", not after a port.
-const mtkSocEth = "mtk_soc_eth"
+const MTKSocEth = "mtk_soc_eth"
 
 // isMTKEthThread reports whether a thread name holds "napi/mtk_eth-", the
 // stock script's test for the mtk_soc_eth driver's shared NAPI thread.
@@ -200,6 +200,16 @@ func onlineCPUs(s *platform.Snapshot) []*stockCPU {
 		return stockCPUs(s, false)
 	}
 	return on
+}
+
+// OnlineCPUs is the set of online CPUs, as the stock rule counts them: every
+// listed CPU when the snapshot marks none online.
+func OnlineCPUs(s *platform.Snapshot) cpuset.Set {
+	var all cpuset.Set
+	for _, c := range onlineCPUs(s) {
+		all = all.Add(c.id)
+	}
+	return all
 }
 
 func (r *stockRun) cpuAddWeight(id int, w float64) {
@@ -371,7 +381,7 @@ func newTaskIndex(devs []*stockDev) *taskIndex {
 				ix.byName[phy] = pd
 			}
 		}
-		if pd.driver == mtkSocEth && ix.mtk == nil {
+		if pd.driver == MTKSocEth && ix.mtk == nil {
 			ix.mtk = pd
 		}
 	}
@@ -504,7 +514,7 @@ func (r *stockRun) assignQueues(d *stockDev) {
 // With loads like [0.75 0 0 0] musl puts CPU2 first, not CPU1. To give the
 // same writes as the script on a router, muslSort below performs the same
 // comparisons and element moves as musl's smoothsort on the same input;
-// steering/testdata/musl_qsort.txt holds permutations produced by musl
+// testdata/musl_qsort.txt holds permutations produced by musl
 // 1.2.3's qsort itself, which the tests compare against.
 //
 // The algorithm (Dijkstra's smoothsort as musl implements it): the array is

@@ -1,4 +1,4 @@
-package steering
+package plan
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 )
 
 // Hint IDs. A hint is advice about a setting that cannot work or fights the
-// plan; it never changes the plan.
+// plan; it never changes the
 const (
 	// HintInvalidSetting: a UCI value was invalid and replaced by its default.
 	HintInvalidSetting = "invalid-setting"
@@ -26,7 +26,7 @@ const (
 	HintFlowsForwarding = "flows-forwarding"
 	// HintIRQBalance: irqbalance is running.
 	HintIRQBalance = "irqbalance"
-	// HintHWOffload: hardware flow offload with RPS in the plan.
+	// HintHWOffload: hardware flow offload with RPS in the
 	HintHWOffload = "hw-offload"
 	// HintOverrideUnknownDevice and HintOverrideInvalid: custom-mode
 	// `config device` sections that cannot apply.

@@ -1,4 +1,4 @@
-package steering
+package plan
 
 import (
 	"testing"
@@ -24,7 +24,7 @@ func TestCustomOverrides(t *testing.T) {
 		platform.DeviceOverride{Name: "eth0", RPSCPUs: "6", Flows: "32", XPSCPUs: "1", NAPICPUs: "2-3",
 			QueueRPSCPUs: map[string]string{"rx-1": "8"}},
 	)
-	p := plan(t, m.snap(), "")
+	p := mustPlan(t, m.snap(), "")
 	if p.Mode != ModeCustom || p.Policy != "qualcommax-ipq807x" {
 		t.Fatalf("mode %s policy %s", p.Mode, p.Policy)
 	}
@@ -48,7 +48,7 @@ func TestCustomOverrides(t *testing.T) {
 		t.Errorf("hints %v", hintIDs(p))
 	}
 	// The same overrides in auto mode are not applied.
-	auto := plan(t, m.snap(), ModeAuto)
+	auto := mustPlan(t, m.snap(), ModeAuto)
 	if v := actionMap(auto)["rps_cpus eth0/rx-0"]; v != "0" {
 		t.Errorf("auto applied an override: %s", v)
 	}
@@ -94,13 +94,13 @@ func TestConfiguredVirtualDevices(t *testing.T) {
 	}
 	m.s.NAPIThreads[3].Device = "v0"
 	// Not named: nothing to manage.
-	if p := plan(t, m.snap(), ModeLegacy); len(p.Actions) != 0 {
+	if p := mustPlan(t, m.snap(), ModeLegacy); len(p.Actions) != 0 {
 		t.Fatalf("unnamed virtual devices managed: %v", render(p.Actions))
 	}
 	withOverrides(m, "", platform.DeviceOverride{Name: "v0"}, platform.DeviceOverride{Name: "br-lan", RPSCPUs: "1"})
 	// Legacy: br-lan single queue, no threads -> CPU0 (load .75); v0 four
 	// queues and threads on 2 CPUs -> thread i on CPU i%2, RPS CPU (i+1)%2.
-	sameLines(t, "legacy", render(plan(t, m.snap(), ModeLegacy).Actions), []string{
+	sameLines(t, "legacy", render(mustPlan(t, m.snap(), ModeLegacy).Actions), []string{
 		"rps_cpus br-lan/rx-0 1", "rps_flow_cnt br-lan/rx-0 0",
 		"rps_cpus v0/rx-0 2", "rps_flow_cnt v0/rx-0 0",
 		"rps_cpus v0/rx-1 1", "rps_flow_cnt v0/rx-1 0",
@@ -111,7 +111,7 @@ func TestConfiguredVirtualDevices(t *testing.T) {
 		"napi_affinity pid 502 napi/v0-9002 0",
 		"napi_affinity pid 503 napi/v0-9003 1",
 	})
-	sameLines(t, "off", render(plan(t, m.snap(), ModeOff).Actions), []string{
+	sameLines(t, "off", render(mustPlan(t, m.snap(), ModeOff).Actions), []string{
 		"rps_cpus br-lan/rx-0 0", "rps_flow_cnt br-lan/rx-0 0",
 		"rps_cpus v0/rx-0 0", "rps_flow_cnt v0/rx-0 0",
 		"rps_cpus v0/rx-1 0", "rps_flow_cnt v0/rx-1 0",
@@ -135,14 +135,14 @@ func TestConfiguredVirtualDevices(t *testing.T) {
 		"napi_affinity pid 502 napi/v0-9002 0",
 		"napi_affinity pid 503 napi/v0-9003 1",
 	}
-	p := plan(t, m.snap(), ModeAuto)
+	p := mustPlan(t, m.snap(), ModeAuto)
 	sameLines(t, "auto", render(p.Actions), auto)
 	if p.Policy != PolicyRSSPerCPU {
 		t.Errorf("auto policy %s", p.Policy)
 	}
 	// Custom: the br-lan override (rps_cpus 1) equals auto here; change it.
 	m.s.Config.Steering.Devices[1].RPSCPUs = "2"
-	if v := actionMap(plan(t, m.snap(), ModeCustom))["rps_cpus br-lan/rx-0"]; v != "2" {
+	if v := actionMap(mustPlan(t, m.snap(), ModeCustom))["rps_cpus br-lan/rx-0"]; v != "2" {
 		t.Errorf("custom br-lan = %s", v)
 	}
 }

@@ -1,4 +1,4 @@
-package steering
+package plan
 
 import (
 	"sort"
@@ -10,7 +10,7 @@ import (
 // The one pairing of queues with the NAPI threads and IRQs that serve them.
 // The plan (rss-per-cpu), the applier (which device a thread or IRQ belongs
 // to), `queues`, get_queues and so the LuCI page all take it from here.
-// The stock modes keep the stock script's own thread matching (legacy.go):
+// The stock modes keep the stock script's own thread matching (stock.go):
 // that is part of the behaviour they reproduce.
 //
 // A netdev's threads are the snapshot's threads tied to it
@@ -197,9 +197,9 @@ func (p *Pairing) ActionDevice(a Action) string {
 	return ""
 }
 
-// unit is the rollback unit of an action: its netdev, else the action's own
+// Unit is the rollback unit of an action: its netdev, else the action's own
 // target; sysctls sort last.
-func (p *Pairing) unit(a Action) string {
+func (p *Pairing) Unit(a Action) string {
 	switch a.Kind {
 	case KindSysctl:
 		return "\xffsysctl " + a.Key

@@ -1,4 +1,4 @@
-package steering
+package plan
 
 import (
 	"strings"
@@ -46,7 +46,7 @@ func TestHints(t *testing.T) {
 	for _, tt := range tests {
 		m := ipq807x()
 		tt.setup(m)
-		p := plan(t, m.snap(), tt.mode, tt.flows)
+		p := mustPlan(t, m.snap(), tt.mode, tt.flows)
 		got := hintIDs(p)
 		if strings.Join(got, ",") != strings.Join(tt.want, ",") {
 			t.Errorf("%s: hints %v, want %v", tt.name, got, tt.want)
@@ -62,8 +62,8 @@ func TestHints(t *testing.T) {
 func TestIRQBalanceHintText(t *testing.T) {
 	m := ipq807x()
 	m.s.Processes = []string{"irqbalance"}
-	auto := plan(t, m.snap(), ModeAuto)
-	legacy := plan(t, m.snap(), ModeLegacy)
+	auto := mustPlan(t, m.snap(), ModeAuto)
+	legacy := mustPlan(t, m.snap(), ModeLegacy)
 	var a, l string
 	for _, h := range auto.Hints {
 		if h.ID == HintIRQBalance {

@@ -1,4 +1,4 @@
-package steering
+package plan
 
 import (
 	"errors"
@@ -45,9 +45,6 @@ func acceptedModes() string {
 // ParseMode returns the mode named s. An unknown name is an error wrapping
 // ErrInvalid that lists the accepted names.
 func ParseMode(s string) (Mode, error) {
-	if s == string(ModeAdaptive) && !adaptiveBuilt {
-		return "", fmt.Errorf("%w: mode adaptive: %w", ErrInvalid, errNoAdaptive)
-	}
 	for _, m := range Modes {
 		if s == string(m) {
 			return m, nil
@@ -122,11 +119,7 @@ func ResolveSettings(s *platform.Snapshot) (Settings, error) {
 	if st := cfg.Steering; st != nil && strings.TrimSpace(st.Mode) != "" {
 		m, err := ParseMode(strings.TrimSpace(st.Mode))
 		if err != nil {
-			if errors.Is(err, errNoAdaptive) {
-				problems = append(problems, "packet_steering.globals.mode: adaptive is not in this build (it is in the packet-steering-tune package), using auto")
-			} else {
-				problems = append(problems, fmt.Sprintf("packet_steering.globals.mode: unknown mode %q, using auto (accepted: %s)", st.Mode, acceptedModes()))
-			}
+			problems = append(problems, fmt.Sprintf("packet_steering.globals.mode: unknown mode %q, using auto (accepted: %s)", st.Mode, acceptedModes()))
 			set.Mode, set.Source = ModeAuto, SourceDefault
 		} else {
 			set.Mode, set.Source = m, SourcePacketSteering

@@ -1,10 +1,9 @@
-package steering
+package plan
 
 import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 
@@ -15,7 +14,7 @@ import (
 
 // These are the table tests over the fixture presets: every preset, every
 // mode, the expected plan written out. Legacy, off and all follow the stock
-// packet-steering.uc rules by hand (see legacy.go); auto follows the profile
+// packet-steering.uc rules by hand (see stock.go); auto follows the profile
 // table (docs/platforms.md); custom equals auto on the presets (they have no
 // /etc/config/packet_steering). The helpers below only expand a rule over
 // queues ("queue i RPS to CPU i+1") so the lists stay readable.
@@ -39,7 +38,7 @@ func presetSnapshot(t testing.TB, name string) *platform.Snapshot {
 	if !ok {
 		t.Fatalf("no preset %q", name)
 	}
-	spec.Processes = dropPIDClashes(spec.Processes)
+	spec.Processes = fixture.DropPIDClashes(spec.Processes)
 	root, err := os.MkdirTemp("", "steering-preset-")
 	if err != nil {
 		t.Fatal(err)
@@ -54,26 +53,6 @@ func presetSnapshot(t testing.TB, name string) *platform.Snapshot {
 	}
 	presetCache.m[name] = s
 	return s
-}
-
-// dropPIDClashes removes ordinary processes whose PID a NAPI thread also
-// uses (the server-48 preset gives ksoftirqd/14 the PID of a NAPI thread,
-// which fixture.Build rejects); the steering planner never looks at them.
-func dropPIDClashes(procs []fixture.Process) []fixture.Process {
-	napi := map[int]bool{}
-	for _, p := range procs {
-		if p.Kernel && strings.HasPrefix(p.Comm, "napi/") {
-			napi[p.PID] = true
-		}
-	}
-	var out []fixture.Process
-	for _, p := range procs {
-		if napi[p.PID] && !strings.HasPrefix(p.Comm, "napi/") {
-			continue
-		}
-		out = append(out, p)
-	}
-	return out
 }
 
 // rx lists rps_cpus and rps_flow_cnt (0) for queues 0..n-1.
@@ -303,7 +282,7 @@ func TestPresetPlans(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			s := presetSnapshot(t, name)
-			for _, mode := range BuiltModes() {
+			for _, mode := range Modes {
 				p, err := NewPlan(s, PlanRequest{Mode: mode})
 				if err != nil {
 					t.Fatalf("%s: %v", mode, err)
@@ -343,10 +322,10 @@ func TestPresetPlans(t *testing.T) {
 func TestPresetPlanIdempotent(t *testing.T) {
 	for _, name := range []string{"ipq807x", "mt7621", "x86-8", "server-48", "bcm53xx"} {
 		s := presetSnapshot(t, name)
-		for _, mode := range BuiltModes() {
-			p := plan(t, s, mode, 8)
+		for _, mode := range Modes {
+			p := mustPlan(t, s, mode, 8)
 			applied := applyToSnapshot(s, p)
-			again := plan(t, applied, mode, 8)
+			again := mustPlan(t, applied, mode, 8)
 			for _, a := range again.Actions {
 				if !a.Holds() {
 					t.Errorf("%s %s: %s %s does not hold after apply (%q want %q)", name, mode, a.Kind, a.Target(), a.Current, a.Value)

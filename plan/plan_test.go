@@ -1,4 +1,4 @@
-package steering
+package plan
 
 import (
 	"encoding/json"
@@ -61,16 +61,16 @@ func ipq807x() *machine {
 
 func TestLegacyNorthstar(t *testing.T) {
 	s := northstar().snap()
-	sameLines(t, "legacy", render(plan(t, s, ModeLegacy).Actions), []string{
+	sameLines(t, "legacy", render(mustPlan(t, s, ModeLegacy).Actions), []string{
 		// eth0: no threads, single queue: get_next_cpu(0.75) -> CPU0.
 		"rps_cpus eth0/rx-0 1",
 		"rps_flow_cnt eth0/rx-0 0",
 	})
-	sameLines(t, "off", render(plan(t, s, ModeOff).Actions), []string{
+	sameLines(t, "off", render(mustPlan(t, s, ModeOff).Actions), []string{
 		"rps_cpus eth0/rx-0 0",
 		"rps_flow_cnt eth0/rx-0 0",
 	})
-	sameLines(t, "all", render(plan(t, s, ModeAll).Actions), []string{
+	sameLines(t, "all", render(mustPlan(t, s, ModeAll).Actions), []string{
 		"rps_cpus eth0/rx-0 3",
 		"rps_flow_cnt eth0/rx-0 0",
 	})
@@ -93,7 +93,7 @@ func TestAutoNorthstarSeed000(t *testing.T) {
 			"rps_cpus eth0/rx-0 0", "rps_flow_cnt eth0/rx-0 0"}},
 	}
 	for _, tt := range tests {
-		p := plan(t, northstar().offload(tt.sw, tt.hw).snap(), ModeAuto)
+		p := mustPlan(t, northstar().offload(tt.sw, tt.hw).snap(), ModeAuto)
 		if p.Policy != tt.policy || p.Evidence == "" {
 			t.Errorf("offload %s/%s: policy %q evidence %q, want %q", tt.sw, tt.hw, p.Policy, p.Evidence, tt.policy)
 		}
@@ -109,7 +109,7 @@ func TestLegacyMT7621(t *testing.T) {
 	// phy0 NAPI -> CPU3 [3 2.25 1.5 1.5625]; phy0 RPS -> CPU2
 	// [3 2.25 2.25 2.125]; phy1 NAPI -> CPU3 [3 2.25 3 3.125];
 	// phy1 RPS -> CPU1.
-	sameLines(t, "legacy", render(plan(t, s, ModeLegacy).Actions), []string{
+	sameLines(t, "legacy", render(mustPlan(t, s, ModeLegacy).Actions), []string{
 		"rps_cpus eth0/rx-0 4", "rps_flow_cnt eth0/rx-0 0",
 		"rps_cpus phy0-ap0/rx-0 4", "rps_flow_cnt phy0-ap0/rx-0 0",
 		"rps_cpus phy1-ap0/rx-0 2", "rps_flow_cnt phy1-ap0/rx-0 0",
@@ -129,13 +129,13 @@ func TestLegacyMT7621(t *testing.T) {
 		"napi_affinity pid 400 napi/phy0-3 2",
 		"napi_affinity pid 401 napi/phy1-4 3",
 	}
-	sameLines(t, "all", render(plan(t, s, ModeAll).Actions), all)
-	auto := plan(t, s, ModeAuto)
+	sameLines(t, "all", render(mustPlan(t, s, ModeAll).Actions), all)
+	auto := mustPlan(t, s, ModeAuto)
 	if auto.Policy != "ramips-mt7621" {
 		t.Errorf("auto policy %q", auto.Policy)
 	}
 	sameLines(t, "auto", render(auto.Actions), all)
-	sameLines(t, "off", render(plan(t, s, ModeOff).Actions), []string{
+	sameLines(t, "off", render(mustPlan(t, s, ModeOff).Actions), []string{
 		"rps_cpus eth0/rx-0 0", "rps_flow_cnt eth0/rx-0 0",
 		"rps_cpus phy0-ap0/rx-0 0", "rps_flow_cnt phy0-ap0/rx-0 0",
 		"rps_cpus phy1-ap0/rx-0 0", "rps_flow_cnt phy1-ap0/rx-0 0",
@@ -158,7 +158,7 @@ func TestX86EightFunnelFixed(t *testing.T) {
 	for q := 0; q < 8; q++ {
 		legacy = append(legacy, fmt.Sprintf("rps_cpus eth1/rx-%d 4", q), fmt.Sprintf("rps_flow_cnt eth1/rx-%d 0", q))
 	}
-	sameLines(t, "legacy", render(plan(t, s, ModeLegacy).Actions), legacy)
+	sameLines(t, "legacy", render(mustPlan(t, s, ModeLegacy).Actions), legacy)
 
 	for _, dev := range []string{"eth0", "eth1"} {
 		for q := 0; q < 8; q++ {
@@ -174,7 +174,7 @@ func TestX86EightFunnelFixed(t *testing.T) {
 	for q := 0; q < 8; q++ {
 		auto = append(auto, fmt.Sprintf("irq_affinity irq %d eth1-TxRx-%d %s", 130+q, q, cpuMask(q)))
 	}
-	p := plan(t, s, ModeAuto)
+	p := mustPlan(t, s, ModeAuto)
 	if p.Policy != PolicyRSSPerCPU {
 		t.Errorf("policy %q", p.Policy)
 	}
@@ -198,7 +198,7 @@ func TestLegacyMultiQueueThreaded(t *testing.T) {
 	for q := 0; q < 8; q++ {
 		m.thread(1000+q, fmt.Sprintf("napi/eth0-%d", 8193+q))
 	}
-	p := plan(t, m.snap(), ModeLegacy)
+	p := mustPlan(t, m.snap(), ModeLegacy)
 	var want []string
 	for q := 0; q < 8; q++ {
 		// One queue per CPU: thread i on CPU i, queue i's RPS on CPU i+1.
@@ -209,7 +209,7 @@ func TestLegacyMultiQueueThreaded(t *testing.T) {
 	}
 	sameLines(t, "legacy", render(p.Actions), want)
 	// Mode 2 does not change the fixed multi-queue branch.
-	sameLines(t, "all", render(plan(t, m.snap(), ModeAll).Actions), want)
+	sameLines(t, "all", render(mustPlan(t, m.snap(), ModeAll).Actions), want)
 }
 
 func TestIPQ807xSeed002(t *testing.T) {
@@ -224,8 +224,8 @@ func TestIPQ807xSeed002(t *testing.T) {
 		"napi_affinity pid 302 napi/eth0-259 2",
 		"napi_affinity pid 303 napi/eth0-260 3",
 	}
-	sameLines(t, "legacy", render(plan(t, s, ModeLegacy).Actions), legacy)
-	p := plan(t, s, ModeAuto)
+	sameLines(t, "legacy", render(mustPlan(t, s, ModeLegacy).Actions), legacy)
+	p := mustPlan(t, s, ModeAuto)
 	if p.Policy != "qualcommax-ipq807x" {
 		t.Errorf("policy %q", p.Policy)
 	}
@@ -247,7 +247,7 @@ func TestIPQ807xSeed002(t *testing.T) {
 	if !hasHint(p, HintSWOffloadHelps) {
 		t.Errorf("no swoffload-helps hint: %v", hintIDs(p))
 	}
-	if p2 := plan(t, ipq807x().offload("1", "0").snap(), ModeAuto); hasHint(p2, HintSWOffloadHelps) {
+	if p2 := mustPlan(t, ipq807x().offload("1", "0").snap(), ModeAuto); hasHint(p2, HintSWOffloadHelps) {
 		t.Error("swoffload-helps with software offload on")
 	}
 }
@@ -265,7 +265,7 @@ func TestAutoPairsThreadsByNAPIID(t *testing.T) {
 		m.irq(60+q, fmt.Sprintf("edma_rxdesc_%d", q), "eth0", q)
 	}
 	var napi []string
-	for _, a := range plan(t, m.snap(), ModeAuto).Actions {
+	for _, a := range mustPlan(t, m.snap(), ModeAuto).Actions {
 		if a.Kind == KindNAPIAffinity {
 			napi = append(napi, fmt.Sprintf("%s %s", a.Thread, a.Value))
 		}
@@ -275,7 +275,7 @@ func TestAutoPairsThreadsByNAPIID(t *testing.T) {
 	want := []string{"napi/eth0-257 0", "napi/eth0-258 1", "napi/eth0-259 2", "napi/eth0-260 3"}
 	sameLines(t, "auto napi", napi, want)
 	napi = napi[:0]
-	for _, a := range plan(t, m.snap(), ModeLegacy).Actions {
+	for _, a := range mustPlan(t, m.snap(), ModeLegacy).Actions {
 		if a.Kind == KindNAPIAffinity {
 			napi = append(napi, fmt.Sprintf("%s %s", a.Thread, a.Value))
 		}
@@ -292,7 +292,7 @@ func TestLegacyBeyondBounds(t *testing.T) {
 	for q := 0; q < 48; q++ {
 		m.thread(95+q, fmt.Sprintf("napi/eth0-%d", 9000+q)) // PIDs 95..142
 	}
-	p := plan(t, m.snap(), ModeLegacy)
+	p := mustPlan(t, m.snap(), ModeLegacy)
 	got := map[string]string{}
 	for _, a := range p.Actions {
 		got[string(a.Kind)+" "+a.Target()] = a.Value
@@ -320,30 +320,30 @@ func TestLegacyBeyondBounds(t *testing.T) {
 	// Mode 2 on a machine with more than 32 CPUs in the single-queue branch:
 	// the all-CPU mask has comma groups.
 	m2 := newMachine(48).eth("eth0", "sys/devices/pci0000:00/0000:03:00.0", "e1000e", 1, 1)
-	if v := plan(t, m2.snap(), ModeAll).Actions[0].Value; v != "ffff,ffffffff" {
+	if v := mustPlan(t, m2.snap(), ModeAll).Actions[0].Value; v != "ffff,ffffffff" {
 		t.Errorf("all mask on 48 CPUs = %q", v)
 	}
 }
 
 func TestSingleCPUManagesNothing(t *testing.T) {
 	m := newMachine(1).target("bcm53xx/generic").eth("eth0", "sys/devices/platform/eth", "bgmac-bcma", 1, 1).bridge("br-lan")
-	for _, mode := range BuiltModes() {
-		p := plan(t, m.snap(), mode)
+	for _, mode := range Modes {
+		p := mustPlan(t, m.snap(), mode)
 		if len(p.Actions) != 0 {
 			t.Errorf("%s on 1 CPU: %v", mode, render(p.Actions))
 		}
 	}
-	if p := plan(t, m.snap(), ModeAuto); p.Policy != "single-cpu" || p.Evidence == "" {
+	if p := mustPlan(t, m.snap(), ModeAuto); p.Policy != "single-cpu" || p.Evidence == "" {
 		t.Errorf("auto on 1 CPU: policy %q", p.Policy)
 	}
 	// Two CPUs listed, one online: auto manages nothing, legacy (like the
 	// stock script, which does not look at online) still plans.
 	m2 := newMachine(2).eth("eth0", "sys/devices/platform/eth", "x", 1, 1)
 	m2.s.CPUs[1].Online = false
-	if p := plan(t, m2.snap(), ModeAuto); len(p.Actions) != 0 || p.Policy != "single-cpu" {
+	if p := mustPlan(t, m2.snap(), ModeAuto); len(p.Actions) != 0 || p.Policy != "single-cpu" {
 		t.Errorf("auto with one online CPU: %q %v", p.Policy, render(p.Actions))
 	}
-	if p := plan(t, m2.snap(), ModeLegacy); len(p.Actions) != 2 {
+	if p := mustPlan(t, m2.snap(), ModeLegacy); len(p.Actions) != 2 {
 		t.Errorf("legacy with one online CPU: %v", render(p.Actions))
 	}
 }
@@ -351,12 +351,12 @@ func TestSingleCPUManagesNothing(t *testing.T) {
 func TestAutoNoFunnelFewQueues(t *testing.T) {
 	// 4 CPUs, a NIC with 2 rx queues and no threaded NAPI.
 	m := newMachine(4).eth("eth0", "sys/devices/pci0000:00/0000:03:00.0", "r8169", 2, 2)
-	sameLines(t, "legacy", render(plan(t, m.snap(), ModeLegacy).Actions), []string{
+	sameLines(t, "legacy", render(mustPlan(t, m.snap(), ModeLegacy).Actions), []string{
 		"rps_cpus eth0/rx-0 1", "rps_flow_cnt eth0/rx-0 0",
 		"rps_cpus eth0/rx-1 1", "rps_flow_cnt eth0/rx-1 0",
 	})
 	// Auto: per queue, CPU0 then (loads [1 0 0 0], musl order 2 1 3 0) CPU2.
-	p := plan(t, m.snap(), ModeAuto)
+	p := mustPlan(t, m.snap(), ModeAuto)
 	sameLines(t, "auto", render(p.Actions), []string{
 		"rps_cpus eth0/rx-0 1", "rps_flow_cnt eth0/rx-0 0",
 		"rps_cpus eth0/rx-1 4", "rps_flow_cnt eth0/rx-1 0",
@@ -368,7 +368,7 @@ func TestAutoNoFunnelFewQueues(t *testing.T) {
 
 func TestFlows(t *testing.T) {
 	s := x86Eight().snap()
-	p := plan(t, s, ModeLegacy, 100)
+	p := mustPlan(t, s, ModeLegacy, 100)
 	last := p.Actions[len(p.Actions)-1]
 	// 16 managed queues x 100 = 1600 -> 2048.
 	if last.Kind != KindSysctl || last.Key != SysctlRPSSockFlowEntries || last.Value != "2048" || last.Current != "0" {
@@ -384,17 +384,17 @@ func TestFlows(t *testing.T) {
 	}
 	// A larger live value is kept.
 	s.RPSSockFlowEntries = 32768
-	if v := plan(t, s, ModeLegacy, 100).Actions; v[len(v)-1].Value != "32768" {
+	if v := mustPlan(t, s, ModeLegacy, 100).Actions; v[len(v)-1].Value != "32768" {
 		t.Errorf("sysctl lowered: %+v", v[len(v)-1])
 	}
 	// Flows 0: the sysctl is not managed.
-	for _, a := range plan(t, s, ModeLegacy, 0).Actions {
+	for _, a := range mustPlan(t, s, ModeLegacy, 0).Actions {
 		if a.Kind == KindSysctl {
 			t.Errorf("sysctl with flows 0: %+v", a)
 		}
 	}
 	// Off: flow count 0 whatever is asked.
-	off := plan(t, s, ModeOff, 100)
+	off := mustPlan(t, s, ModeOff, 100)
 	for _, a := range off.Actions {
 		if a.Kind == KindSysctl || (a.Kind == KindRPSFlowCnt && a.Value != "0") {
 			t.Errorf("off with flows: %+v", a)
@@ -405,7 +405,7 @@ func TestFlows(t *testing.T) {
 	}
 	// From UCI.
 	s.Config.SteeringFlows = "64"
-	if p := plan(t, s, ModeLegacy); p.Flows != 64 {
+	if p := mustPlan(t, s, ModeLegacy); p.Flows != 64 {
 		t.Errorf("flows from UCI: %d", p.Flows)
 	}
 }
@@ -437,8 +437,8 @@ func intp(n int) *int { return &n }
 // round trip of the snapshot (plan --snapshot FILE on another machine).
 func TestPlanDeterministic(t *testing.T) {
 	for name, m := range map[string]*machine{"mt7621": mt7621(), "x86": x86Eight(), "ipq807x": ipq807x(), "northstar": northstar()} {
-		for _, mode := range BuiltModes() {
-			a := plan(t, m.snap(), mode, 32)
+		for _, mode := range Modes {
+			a := mustPlan(t, m.snap(), mode, 32)
 			raw, err := json.Marshal(m.snap())
 			if err != nil {
 				t.Fatal(err)
@@ -447,12 +447,12 @@ func TestPlanDeterministic(t *testing.T) {
 			if err := json.Unmarshal(raw, &back); err != nil {
 				t.Fatal(err)
 			}
-			b := plan(t, &back, mode, 32)
+			b := mustPlan(t, &back, mode, 32)
 			if !reflect.DeepEqual(a, b) {
 				t.Errorf("%s %s: plan differs after snapshot round trip", name, mode)
 			}
 			ja, _ := json.Marshal(a)
-			jb, _ := json.Marshal(plan(t, m.snap(), mode, 32))
+			jb, _ := json.Marshal(mustPlan(t, m.snap(), mode, 32))
 			if string(ja) != string(jb) {
 				t.Errorf("%s %s: plan not deterministic", name, mode)
 			}
@@ -461,7 +461,7 @@ func TestPlanDeterministic(t *testing.T) {
 }
 
 func TestPlanJSONShape(t *testing.T) {
-	p := plan(t, ipq807x().snap(), ModeAuto, 16)
+	p := mustPlan(t, ipq807x().snap(), ModeAuto, 16)
 	raw, err := json.Marshal(p)
 	if err != nil {
 		t.Fatal(err)
@@ -485,7 +485,7 @@ func TestPlanJSONShape(t *testing.T) {
 		t.Errorf("last action %v", lastA)
 	}
 	// An empty plan still has "actions": [] and "hints": [].
-	e := plan(t, newMachine(1).snap(), ModeAuto)
+	e := mustPlan(t, newMachine(1).snap(), ModeAuto)
 	raw, _ = json.Marshal(e)
 	if !json.Valid(raw) || !contains(string(raw), `"hints":[]`) {
 		t.Errorf("empty plan JSON %s", raw)
@@ -531,7 +531,7 @@ func TestPlanCurrentValues(t *testing.T) {
 	m.s.Devices[0].RxQueues[2].RPSFlowCnt = 7
 	m.s.NAPIThreads[1].CPUs = "1"
 	m.s.IRQs[3].SMPAffinity = "8"
-	p := plan(t, m.snap(), ModeLegacy)
+	p := mustPlan(t, m.snap(), ModeLegacy)
 	for _, a := range p.Actions {
 		switch a.Target() {
 		case "eth0/rx-2":
@@ -665,7 +665,7 @@ func FuzzNewPlan(f *testing.F) {
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return
 		}
-		for _, mode := range BuiltModes() {
+		for _, mode := range Modes {
 			p, err := NewPlan(&s, PlanRequest{Mode: mode})
 			if err != nil {
 				t.Fatalf("%s: %v", mode, err)

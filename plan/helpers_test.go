@@ -1,4 +1,4 @@
-package steering
+package plan
 
 import (
 	"fmt"
@@ -106,7 +106,7 @@ func render(acts []Action) []string {
 }
 
 // plan runs NewPlan with a mode and optional flows, failing on error.
-func plan(t *testing.T, s *platform.Snapshot, mode Mode, flows ...int) *Plan {
+func mustPlan(t *testing.T, s *platform.Snapshot, mode Mode, flows ...int) *Plan {
 	t.Helper()
 	req := PlanRequest{Mode: mode}
 	if len(flows) > 0 {

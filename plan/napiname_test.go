@@ -1,4 +1,4 @@
-package steering
+package plan
 
 import (
 	"regexp"
@@ -42,35 +42,4 @@ func TestIsMTKEthThread(t *testing.T) {
 			t.Errorf("isMTKEthThread(%q) = %v", name, got)
 		}
 	}
-}
-
-// The path-name checks must accept exactly what these patterns accept.
-var (
-	deviceNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.:@-]{1,15}$`)
-	rxQueuePattern    = regexp.MustCompile(`^rx-[0-9]+$`)
-)
-
-func checkPathNames(t *testing.T, s string) {
-	t.Helper()
-	wantDev := deviceNamePattern.MatchString(s) && s != "." && s != ".."
-	if got := validDeviceName(s); got != wantDev {
-		t.Errorf("validDeviceName(%q) = %v, want %v", s, got, wantDev)
-	}
-	if got, want := validQueueName(s, "rx-"), rxQueuePattern.MatchString(s); got != want {
-		t.Errorf("validQueueName(%q, rx-) = %v, want %v", s, got, want)
-	}
-}
-
-func TestPathNames(t *testing.T) {
-	for _, s := range []string{"eth0", "br-lan", "lan1@eth0", "wlan0.sta1", "a:b", ".", "..", "...", "", "eth0/..",
-		"eth 0", "0123456789abcdef", "0123456789abcde", "rx-0", "rx-10", "rx-", "rx-1a", "tx-1", "rx--1", "rx-0\n", "é"} {
-		checkPathNames(t, s)
-	}
-}
-
-func FuzzPathNames(f *testing.F) {
-	for _, s := range []string{"eth0", "rx-1", "..", "a/b"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) { checkPathNames(t, s) })
 }

@@ -1,12 +1,10 @@
-package steering
+package plan
 
 import (
-	"context"
 	"strings"
 	"testing"
 
 	"github.com/packet-steering/packet-steering/platform"
-	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 )
 
 // withWifiRings adds the ath11k ring IRQs of an ipq807x (not tied to a netdev).
@@ -95,7 +93,7 @@ func TestOtherWriters(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := withWifiRings(ipq807x())
 			tt.setup(m)
-			p := plan(t, m.snap(), tt.mode)
+			p := mustPlan(t, m.snap(), tt.mode)
 			if len(p.Writers) != 1 {
 				t.Fatalf("writers %+v, want one", p.Writers)
 			}
@@ -130,14 +128,14 @@ func TestOtherWriters(t *testing.T) {
 func TestWifiRingEvidence(t *testing.T) {
 	m := withWifiRings(ipq807x())
 	m.s.Writers = []platform.OtherWriter{{Name: platform.WriterSMPAffinity, TakenOver: true}}
-	p := plan(t, m.snap(), ModeAuto)
+	p := mustPlan(t, m.snap(), ModeAuto)
 	if !strings.Contains(p.Evidence, "smp_affinity") {
 		t.Errorf("evidence %q does not cite the smp_affinity script", p.Evidence)
 	}
 	// Without the wifi IRQs nothing is added to the evidence.
 	m = ipq807x()
 	m.s.Writers = []platform.OtherWriter{{Name: platform.WriterSMPAffinity, TakenOver: true}}
-	if p := plan(t, m.snap(), ModeAuto); strings.Contains(p.Evidence, "smp_affinity") {
+	if p := mustPlan(t, m.snap(), ModeAuto); strings.Contains(p.Evidence, "smp_affinity") {
 		t.Errorf("evidence %q cites smp_affinity without wifi IRQs", p.Evidence)
 	}
 }
@@ -171,40 +169,4 @@ func equalInts(a, b []int) bool {
 		}
 	}
 	return true
-}
-
-// TestResultDevicesThroughThreadsAndIRQs: an apply whose only changes are
-// NAPI thread and IRQ moves names their device (the applied event's
-// devices come from Result.Devices).
-func TestResultDevicesThroughThreadsAndIRQs(t *testing.T) {
-	root := fixturetest.Root(t, "ipq807x", nil)
-	snap, err := platform.Read(context.Background(), root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := NewPlan(snap, PlanRequest{Mode: ModeAuto})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var moves []Action
-	for _, a := range p.Actions {
-		if (a.Kind == KindNAPIAffinity || a.Kind == KindIRQAffinity) && !a.Holds() {
-			moves = append(moves, a)
-		}
-	}
-	if len(moves) == 0 {
-		t.Fatal("the ipq807x plan moves no thread or IRQ")
-	}
-	res := ApplyPlan(context.Background(), NewFSWriter(root), snap, moves, false)
-	if len(res.Changed) != len(moves) || len(res.Failed) != 0 {
-		t.Fatalf("changed %d of %d, failed %v", len(res.Changed), len(moves), res.Failed)
-	}
-	for _, a := range res.Changed {
-		if a.Device != "" {
-			t.Fatalf("a thread or IRQ action with a device %q: the test needs none", a.Device)
-		}
-	}
-	if strings.Join(res.Devices, ",") != "eth0" {
-		t.Errorf("Devices = %v, want [eth0]", res.Devices)
-	}
 }

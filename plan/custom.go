@@ -1,4 +1,4 @@
-package steering
+package plan
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ import (
 // is a value that does not parse or names a CPU the machine does not have:
 // that one knob is skipped, the rest of the section applies.
 
-// applyOverrides applies the `config device` sections to the plan.
+// applyOverrides applies the `config device` sections to the
 func applyOverrides(b *builder, s *platform.Snapshot, flows int) {
 	if s.Config.Steering == nil {
 		return
@@ -158,7 +158,7 @@ func deviceThreads(s *platform.Snapshot, d *platform.Device) []*platform.NAPIThr
 		switch {
 		case t.Device == d.Name, t.Owner == d.Name:
 		case phy != "" && (t.Owner == phy || t.Owner == d.Phy):
-		case d.Driver == mtkSocEth && isMTKEthThread(t.Name):
+		case d.Driver == MTKSocEth && isMTKEthThread(t.Name):
 		default:
 			if owner, _, ok := matchNAPIName(t.Name); !ok || owner != d.Name {
 				continue

@@ -1,4 +1,30 @@
-package steering
+package plan
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/packet-steering/packet-steering/internal/cpuset"
+)
+
+// ErrInvalid marks a request the caller got wrong (unknown mode or device,
+// negative or absurd flows). Errors wrapping it map to ubus INVALID_ARGUMENT
+// and CLI exit status 2; nothing has been changed when it is returned.
+var ErrInvalid = errors.New("invalid argument")
+
+// PlanRequest selects what to  Zero values mean "as configured".
+type PlanRequest struct {
+	Mode  Mode
+	Flows *int
+}
+
+// Settings is the effective configuration: mode and flows and where they
+// came from ("packet_steering", "network", "default" or "live").
+type Settings struct {
+	Mode   Mode   `json:"mode"`
+	Flows  int    `json:"flows"`
+	Source string `json:"source"`
+}
 
 // Mode is a steering mode.
 type Mode string
@@ -17,18 +43,6 @@ const (
 
 // Modes lists every mode in the order they are shown to users.
 var Modes = []Mode{ModeOff, ModeLegacy, ModeAll, ModeAuto, ModeCustom, ModeAdaptive}
-
-// BuiltModes returns the modes this build accepts, in the order of Modes:
-// all of them but adaptive in the plain router build (adaptive_stub.go).
-func BuiltModes() []Mode {
-	out := make([]Mode, 0, len(Modes))
-	for _, m := range Modes {
-		if m != ModeAdaptive || adaptiveBuilt {
-			out = append(out, m)
-		}
-	}
-	return out
-}
 
 // ActionKind is the kind of knob an Action sets; its string is the "kind"
 // field of plan, apply and set_mode replies.
@@ -75,9 +89,44 @@ type Action struct {
 	Current string     `json:"current"`
 }
 
-// Hint is advice about a setting that cannot work or fights the plan.
+// Hint is advice about a setting that cannot work or fights the
 type Hint struct {
 	ID     string `json:"id"`
 	Device string `json:"device,omitempty"`
 	Text   string `json:"text"`
+}
+
+// SameValue compares a live value with a wanted one the way the kernel
+// means them: masks and cpu lists as sets, counts as numbers after the
+// kernel's rounding.
+func SameValue(kind ActionKind, live, want string) bool {
+	switch kind {
+	case KindRPSCPUs, KindXPSCPUs, KindIRQAffinity:
+		return cpuset.SameMask(live, want)
+	case KindNAPIAffinity:
+		return cpuset.SameList(live, want)
+	case KindRPSFlowCnt, KindSysctl:
+		l, err1 := strconv.ParseUint(live, 10, 64)
+		w, err2 := strconv.ParseUint(want, 10, 64)
+		return err1 == nil && err2 == nil && l == roundCount(w)
+	}
+	return live == want
+}
+
+// roundCount is what the kernel stores for a flow count: rps_flow_cnt and
+// net.core.rps_sock_flow_entries are rounded up to a power of two
+// (net/core/net-sysfs.c store_rps_dev_flow_table_cnt,
+// net/core/sysctl_net_core.c rps_sock_flow_sysctl), 0 stays 0.
+func roundCount(n uint64) uint64 {
+	if n == 0 {
+		return 0
+	}
+	p := uint64(1)
+	for p < n && p != 0 {
+		p <<= 1
+	}
+	if p == 0 {
+		return n
+	}
+	return p
 }

@@ -1,4 +1,4 @@
-package steering
+package plan
 
 import "github.com/packet-steering/packet-steering/internal/cpuset"
 
