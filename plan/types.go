@@ -130,3 +130,22 @@ func roundCount(n uint64) uint64 {
 	}
 	return p
 }
+
+// ValidDeviceName reports whether name may be joined into a sysfs path:
+// 1 to IFNAMSIZ-1 bytes of [A-Za-z0-9_.:@-], and not "." or ".." (the
+// kernel's dev_valid_name refuses the same).
+func ValidDeviceName(name string) bool {
+	if len(name) == 0 || len(name) > 15 || name == "." || name == ".." {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == '_', c == '.', c == ':', c == '@', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -21,7 +21,7 @@ import (
 //	packet_steering (optional) globals: mode, flows, daemon; `config device`
 //	               sections: name, rps_cpus, xps_cpus, napi_cpus, flows,
 //	               list queue_rps 'rx-1=2'; the first `config adaptive`
-//	               section: every option, raw (steering.ResolveAdaptiveConfig)
+//	               section: every option, raw (adaptive.ResolveConfig)
 //
 // A file that is refused (it does not parse, is beyond uci.MaxFileSize or
 // uci.MaxSections, is not a regular file or cannot be read) is listed in

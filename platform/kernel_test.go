@@ -10,11 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/internal/netnstest"
 	"github.com/packet-steering/packet-steering/internal/testenv"
+	"golang.org/x/sys/unix"
 )
 
 // TestRealKernelVeth reads the real kernel inside a fresh network namespace

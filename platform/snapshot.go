@@ -244,3 +244,13 @@ func (q *IRQ) TxQueue() int {
 	}
 	return q.Queue
 }
+
+// Device returns the netdev named name, nil when the snapshot has none.
+func (s *Snapshot) Device(name string) *Device {
+	for i := range s.Devices {
+		if s.Devices[i].Name == name {
+			return &s.Devices[i]
+		}
+	}
+	return nil
+}

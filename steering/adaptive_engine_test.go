@@ -3,14 +3,15 @@ package steering
 import (
 	"context"
 	"errors"
-	"github.com/packet-steering/packet-steering/internal/testenv"
-	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/packet-steering/packet-steering/adaptive"
+	"github.com/packet-steering/packet-steering/internal/testenv"
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 )
 
@@ -51,7 +52,7 @@ func TestAdaptivePlansAsAuto(t *testing.T) {
 	if d := testenv.Diff(auto.Actions, p.Actions); d != "" {
 		t.Errorf("adaptive plan without deviations differs from auto (-auto +adaptive):\n%s", d)
 	}
-	units := AdaptiveUnits(snap, p)
+	units := adaptive.Units(snap, p)
 	var got []string
 	for _, u := range units {
 		got = append(got, u.Key()+" "+u.Kind+" "+string(rune('0'+u.Home)))
@@ -67,8 +68,8 @@ func TestAdaptivePlansAsAuto(t *testing.T) {
 func TestAdaptMovesThroughTheEngine(t *testing.T) {
 	ctx := context.Background()
 	e, root := adaptiveEngine(t)
-	move := Move{Device: "eth0", Queue: "rx-1", Kind: UnitNAPI, From: 1, To: 0, Home: 1, Reason: "cpu1 saturated (time_squeeze 50/s)"}
-	res, err := e.Adapt(ctx, []Move{move})
+	move := adaptive.Move{Device: "eth0", Queue: "rx-1", Kind: adaptive.UnitNAPI, From: 1, To: 0, Home: 1, Reason: "cpu1 saturated (time_squeeze 50/s)"}
+	res, err := e.Adapt(ctx, []adaptive.Move{move})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,13 +110,13 @@ func TestAdaptMovesThroughTheEngine(t *testing.T) {
 	if st.LastApply.Reason != "hotplug" {
 		t.Errorf("last apply reason %q", st.LastApply.Reason)
 	}
-	if got := AdaptReason([]Move{move}); got != "adaptive: eth0/rx-1 napi cpu1->cpu0: cpu1 saturated (time_squeeze 50/s)" {
+	if got := adaptive.Reason([]adaptive.Move{move}); got != "adaptive: eth0/rx-1 napi cpu1->cpu0: cpu1 saturated (time_squeeze 50/s)" {
 		t.Errorf("reason %q", got)
 	}
 
 	// Back home: the deviation goes, the auto placement returns.
-	back := Move{Device: "eth0", Queue: "rx-1", Kind: UnitNAPI, From: 0, To: 1, Home: 1, Reason: "no traffic"}
-	if _, err := e.Adapt(ctx, []Move{back}); err != nil {
+	back := adaptive.Move{Device: "eth0", Queue: "rx-1", Kind: adaptive.UnitNAPI, From: 0, To: 1, Home: 1, Reason: "no traffic"}
+	if _, err := e.Adapt(ctx, []adaptive.Move{back}); err != nil {
 		t.Fatal(err)
 	}
 	if d := e.Deviations(); len(d) != 0 {
@@ -125,10 +126,10 @@ func TestAdaptMovesThroughTheEngine(t *testing.T) {
 	// Bad moves change nothing: a CPU that does not exist, any move in
 	// another mode.
 	before := readTree(t, root)
-	if _, err := e.Adapt(ctx, []Move{{Device: "eth0", Queue: "rx-1", Kind: UnitNAPI, From: 1, To: 9, Home: 1}}); !errors.Is(err, plan.ErrInvalid) {
+	if _, err := e.Adapt(ctx, []adaptive.Move{{Device: "eth0", Queue: "rx-1", Kind: adaptive.UnitNAPI, From: 1, To: 9, Home: 1}}); !errors.Is(err, plan.ErrInvalid) {
 		t.Errorf("move to cpu9: %v, want ErrInvalid", err)
 	}
-	if _, err := e.Adapt(ctx, []Move{move}); err != nil {
+	if _, err := e.Adapt(ctx, []adaptive.Move{move}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.SetMode(ctx, SetModeRequest{Mode: plan.ModeAuto, Persist: true}); err != nil {
@@ -137,7 +138,7 @@ func TestAdaptMovesThroughTheEngine(t *testing.T) {
 	if d := e.Deviations(); len(d) != 0 {
 		t.Errorf("deviations kept after set_mode auto: %+v", d)
 	}
-	if _, err := e.Adapt(ctx, []Move{move}); !errors.Is(err, plan.ErrInvalid) {
+	if _, err := e.Adapt(ctx, []adaptive.Move{move}); !errors.Is(err, plan.ErrInvalid) {
 		t.Errorf("move in auto mode: %v, want ErrInvalid", err)
 	}
 	after := readTree(t, root)
@@ -157,7 +158,7 @@ func TestAdaptRollsBackOnFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.on = true
-	res, err := e.Adapt(ctx, []Move{{Device: "eth0", Queue: "rx-2", Kind: UnitNAPI, From: 2, To: 3, Home: 2, Reason: "test"}})
+	res, err := e.Adapt(ctx, []adaptive.Move{{Device: "eth0", Queue: "rx-2", Kind: adaptive.UnitNAPI, From: 2, To: 3, Home: 2, Reason: "test"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +204,7 @@ func TestAdaptiveSampleOnFixture(t *testing.T) {
 		t.Errorf("full sample %+v", full)
 	}
 	for _, u := range full.Units {
-		if u.Unit.Kind == UnitNAPI && (!u.HasTicks || u.Unit.PID == 0) {
+		if u.Unit.Kind == adaptive.UnitNAPI && (!u.HasTicks || u.Unit.PID == 0) {
 			t.Errorf("unit %+v: no thread time", u)
 		}
 	}
@@ -244,4 +245,63 @@ func readTree(t *testing.T, root string) map[string]string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// The engine resolves the section at each apply in adaptive mode; status
+// shows the effective options with their sources and the bad values in
+// config_errors.
+func TestAdaptiveConfigInStatus(t *testing.T) {
+	ctx := context.Background()
+	e, root := adaptiveEngine(t)
+	conf := filepath.Join(root, "etc/config/packet_steering")
+	b, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = append(b, "\nconfig adaptive 'adaptive'\n\toption interval '500ms'\n\toption max_moves 'many'\n"...)
+	if err := os.WriteFile(conf, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.AdaptiveSettings().Config.Interval; got != 2*time.Second {
+		t.Errorf("before the reload: interval %v, want the default", got)
+	}
+	st, err := e.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Until the reload applies it, status shows what the loop runs with.
+	if !hasOption(st.Adaptive.Config, "interval", "2s", plan.SourceDefault) {
+		t.Errorf("status options before the reload %+v", st.Adaptive.Config)
+	}
+	if _, err := e.Apply(ctx, ApplyRequest{Reason: "reload"}); err != nil {
+		t.Fatal(err)
+	}
+	got := e.AdaptiveSettings()
+	if got.Config.Interval != 500*time.Millisecond || got.Config.MaxMoves != 1 || len(got.Problems) != 1 {
+		t.Errorf("after the reload: %+v", got)
+	}
+	st, err = e.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasOption(st.Adaptive.Config, "interval", "500ms", plan.SourcePacketSteering) || !hasOption(st.Adaptive.Config, "max_moves", "1", plan.SourceDefault) {
+		t.Errorf("status options %+v", st.Adaptive.Config)
+	}
+	if len(st.ConfigErrors) != 1 || st.ConfigErrors[0].Path != "etc/config/packet_steering" ||
+		!strings.Contains(st.ConfigErrors[0].Error, `packet_steering.adaptive.max_moves: "many" is not a whole number`) {
+		t.Errorf("config errors %+v", st.ConfigErrors)
+	}
+	// The rest of the config still applies: the mode is adaptive.
+	if st.Mode != plan.ModeAdaptive || !st.InSync {
+		t.Errorf("mode %s in sync %v", st.Mode, st.InSync)
+	}
+}
+
+func hasOption(opts []adaptive.Option, name, value, source string) bool {
+	for _, o := range opts {
+		if o.Name == name {
+			return o.Value == value && o.Source == source
+		}
+	}
+	return false
 }

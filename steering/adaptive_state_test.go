@@ -4,26 +4,28 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/packet-steering/packet-steering/plan"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/packet-steering/packet-steering/adaptive"
+	"github.com/packet-steering/packet-steering/plan"
 )
 
 // moveRx1 moves eth0/rx-1 (NAPI, auto on CPU 1) to CPU 0 on an
 // adaptiveEngine.
 func moveRx1(t *testing.T, e *Engine) {
 	t.Helper()
-	_, err := e.Adapt(context.Background(), []Move{{Device: "eth0", Queue: "rx-1", Kind: UnitNAPI, From: 1, To: 0, Home: 1, Reason: "cpu1 saturated (time_squeeze 50/s)"}})
+	_, err := e.Adapt(context.Background(), []adaptive.Move{{Device: "eth0", Queue: "rx-1", Kind: adaptive.UnitNAPI, From: 1, To: 0, Home: 1, Reason: "cpu1 saturated (time_squeeze 50/s)"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 }
 
-func statePath(root string) string { return filepath.Join(root, "var/run", AdaptiveStateFile) }
+func statePath(root string) string { return filepath.Join(root, "var/run", adaptive.StateFile) }
 
 // A new engine on the same root (the daemon restarted, or a one-shot
 // command) knows the deviations and moves: its plan keeps the moved queue
@@ -117,19 +119,19 @@ func TestAdaptiveStateClearedByModeChange(t *testing.T) {
 // are dropped one by one, each with the reason.
 func TestAdaptiveStateFileChecked(t *testing.T) {
 	ctx := context.Background()
-	good := Deviation{Device: "eth0", Queue: "rx-1", Kind: UnitNAPI, Home: 1, CPU: 0, Reason: "cpu1 saturated", Since: time.Unix(1700000000, 0)}
-	many := make([]Deviation, maxStoredDeviations+1)
+	good := adaptive.Deviation{Device: "eth0", Queue: "rx-1", Kind: adaptive.UnitNAPI, Home: 1, CPU: 0, Reason: "cpu1 saturated", Since: time.Unix(1700000000, 0)}
+	many := make([]adaptive.Deviation, adaptive.MaxStoredDeviations+1)
 	for i := range many {
 		many[i] = good
 	}
-	jsonOf := func(devs ...Deviation) string {
-		b, err := json.Marshal(adaptiveFile{Deviations: devs})
+	jsonOf := func(devs ...adaptive.Deviation) string {
+		b, err := json.Marshal(adaptive.StoredState{Deviations: devs})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return string(b)
 	}
-	withDev := func(f func(d *Deviation)) Deviation {
+	withDev := func(f func(d *adaptive.Deviation)) adaptive.Deviation {
 		d := good
 		f(&d)
 		return d
@@ -142,22 +144,22 @@ func TestAdaptiveStateFileChecked(t *testing.T) {
 	}{
 		{name: "corrupt", file: `{"deviations": [{"device": "eth0",`, note: "corrupt"},
 		{name: "not an object", file: `[1,2]`, note: "corrupt"},
-		{name: "oversized", file: `{"deviations": []}` + strings.Repeat(" ", maxAdaptiveStateSize), note: "over 65536 bytes"},
+		{name: "oversized", file: `{"deviations": []}` + strings.Repeat(" ", adaptive.MaxStateSize), note: "over 65536 bytes"},
 		{name: "too many", file: jsonOf(many...), note: "257 deviations, over the limit of 256"},
 		{name: "empty", file: "", note: "corrupt"},
 		{name: "good", file: jsonOf(good), kept: 1},
 		{
 			name: "entries checked",
 			file: jsonOf(good,
-				withDev(func(d *Deviation) { d.Queue = "rx-9" }),
-				withDev(func(d *Deviation) { d.Queue = "rx-2"; d.CPU = 7 }),
-				withDev(func(d *Deviation) { d.Queue = "rx-3"; d.CPU = 3 }),
-				withDev(func(d *Deviation) { d.Device = "wlan0"; d.Queue = "rx-0" }),
-				withDev(func(d *Deviation) { d.Device = "../etc" }),
-				withDev(func(d *Deviation) { d.Queue = "tx-0" }),
-				withDev(func(d *Deviation) { d.Kind = "irq" }),
-				withDev(func(d *Deviation) { d.CPU = -1 }),
-				withDev(func(d *Deviation) { d.CPU = 2 }),
+				withDev(func(d *adaptive.Deviation) { d.Queue = "rx-9" }),
+				withDev(func(d *adaptive.Deviation) { d.Queue = "rx-2"; d.CPU = 7 }),
+				withDev(func(d *adaptive.Deviation) { d.Queue = "rx-3"; d.CPU = 3 }),
+				withDev(func(d *adaptive.Deviation) { d.Device = "wlan0"; d.Queue = "rx-0" }),
+				withDev(func(d *adaptive.Deviation) { d.Device = "../etc" }),
+				withDev(func(d *adaptive.Deviation) { d.Queue = "tx-0" }),
+				withDev(func(d *adaptive.Deviation) { d.Kind = "irq" }),
+				withDev(func(d *adaptive.Deviation) { d.CPU = -1 }),
+				withDev(func(d *adaptive.Deviation) { d.CPU = 2 }),
 			),
 			kept: 1,
 			dropped: []string{
@@ -211,7 +213,7 @@ func TestAdaptiveStateFileChecked(t *testing.T) {
 			case tc.kept == 0 && !errors.Is(err, fs.ErrNotExist):
 				t.Errorf("state file kept without deviations: %v %.80q", err, b)
 			case tc.kept > 0:
-				var f adaptiveFile
+				var f adaptive.StoredState
 				if err := json.Unmarshal(b, &f); err != nil || len(f.Deviations) != tc.kept {
 					t.Errorf("state file after the apply: %v %s", err, b)
 				}

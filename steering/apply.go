@@ -4,42 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/packet-steering/packet-steering/plan"
 	"io/fs"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
+	"golang.org/x/sys/unix"
 )
 
 // Names that may become part of a knob path. A device name must also exist in
-// the snapshot, a queue name in that device; these checks keep '/', ".." and
-// white space out whatever the snapshot says. (Written out rather than as
-// regular expressions: package regexp would add 130-330 KB to the router
-// binary.)
-
-// validDeviceName reports whether name may be joined into a sysfs path:
-// 1 to IFNAMSIZ-1 bytes of [A-Za-z0-9_.:@-], and not "." or ".." (the
-// kernel's dev_valid_name refuses the same).
-func validDeviceName(name string) bool {
-	if len(name) == 0 || len(name) > 15 || name == "." || name == ".." {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case c == '_', c == '.', c == ':', c == '@', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
+// the snapshot, a queue name in that device; these checks
+// (plan.ValidDeviceName, validQueueName) keep '/', ".." and white space out
+// whatever the snapshot says. (Written out rather than as regular
+// expressions: package regexp would add 130-330 KB to the router binary.)
 
 // validQueueName reports whether name is prefix ("rx-" or "tx-") followed
 // by one or more decimal digits and nothing else.
@@ -107,7 +87,7 @@ func newKnobIndex(snap *platform.Snapshot) *knobIndex {
 func (x *knobIndex) resolveKnob(a plan.Action) (knob, error) {
 	k := knob{act: a}
 	queue := func(known map[string]bool, what string) error {
-		if !validDeviceName(a.Device) {
+		if !plan.ValidDeviceName(a.Device) {
 			return fmt.Errorf("device name %q: %w", a.Device, plan.ErrInvalid)
 		}
 		if !x.devices[a.Device] {

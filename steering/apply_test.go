@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/packet-steering/packet-steering/plan"
-	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -15,9 +13,10 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
+	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
+	"golang.org/x/sys/unix"
 )
 
 // memWriter is an in-memory Writer that records every read and write and
@@ -471,7 +470,7 @@ func FuzzResolveKnob(f *testing.F) {
 		parts := strings.Split(k.path, "/")
 		switch {
 		case strings.HasPrefix(k.path, "sys/class/net/"):
-			if len(parts) != 7 || parts[4] != "queues" || !validDeviceName(parts[3]) ||
+			if len(parts) != 7 || parts[4] != "queues" || !plan.ValidDeviceName(parts[3]) ||
 				!(validQueueName(parts[5], "rx-") || validQueueName(parts[5], "tx-")) {
 				t.Fatalf("path %q from %q %q", k.path, dev, queue)
 			}

@@ -2,7 +2,6 @@ package steering
 
 import (
 	"context"
-	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/packet-steering/packet-steering/internal/kfs"
 	"github.com/packet-steering/packet-steering/internal/testenv"
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 	"github.com/packet-steering/packet-steering/platform/fixture"
 	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
@@ -144,13 +144,13 @@ func TestDeviceApplyReadsLess(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if snapDevice(snap, "wlan0") == nil {
+			if snap.Device("wlan0") == nil {
 				t.Fatal("wlan0 not read")
 			}
-			if got := snapDevice(snap, "eth0") != nil; got != tt.others {
+			if got := snap.Device("eth0") != nil; got != tt.others {
 				t.Fatalf("eth0 in the snapshot: %v, want %v", got, tt.others)
 			}
-			if d := snapDevice(snap, "eth0"); d != nil {
+			if d := snap.Device("eth0"); d != nil {
 				for _, q := range d.RxQueues {
 					if q.RPSCPUs != "" {
 						t.Errorf("eth0 %s rps_cpus read (%q): not an input of wlan0's decision", q.Name, q.RPSCPUs)

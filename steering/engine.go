@@ -3,12 +3,13 @@ package steering
 import (
 	"context"
 	"fmt"
-	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/packet-steering/packet-steering/adaptive"
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -85,7 +86,7 @@ type Status struct {
 	// state is kept while they are broken).
 	ConfigErrors []platform.Gap `json:"config_errors,omitempty"`
 	// Adaptive is the adaptive mode's state: set only in that mode.
-	Adaptive *AdaptiveStatus `json:"adaptive,omitempty"`
+	Adaptive *adaptive.Status `json:"adaptive,omitempty"`
 }
 
 // ThreadStatus is one NAPI thread with the queues it serves and its live
@@ -138,7 +139,7 @@ type RxQueueView struct {
 	IRQ         *IRQView  `json:"irq,omitempty"`
 	// Adaptive is set when the adaptive mode placed the queue away from
 	// the auto plan: where auto puts it, and why it was moved.
-	Adaptive *Deviation `json:"adaptive,omitempty"`
+	Adaptive *adaptive.Deviation `json:"adaptive,omitempty"`
 }
 
 // NAPIView is a NAPI thread's live and wanted CPUs (cpu lists).
@@ -207,9 +208,9 @@ type Engine struct {
 	// unfinished is the apply an apply of this engine found unfinished
 	// (its marker was left behind); nil when none was.
 	unfinished *UnfinishedApply
-	view       *viewState    // cached read for Status and Queues
-	gen        uint64        // counts applies and mode changes
-	adaptive   adaptiveState // the adaptive mode's deviations and history
+	view       *viewState      // cached read for Status and Queues
+	gen        uint64          // counts applies and mode changes
+	adaptive   *adaptive.State // the adaptive mode's deviations and history (its own lock)
 }
 
 // viewState is one read of the machine with its plan, as Status and Queues
@@ -286,6 +287,7 @@ func NewEngine(root string, opts ...Option) *Engine {
 	if e.writer == nil {
 		e.writer = NewFSWriter(root)
 	}
+	e.adaptive = adaptive.NewState(e.runDir, func() time.Time { return e.now() })
 	return e
 }
 
@@ -425,7 +427,7 @@ func (e *Engine) plan(snap *platform.Snapshot, s plan.Settings) (*plan.Plan, err
 		return nil, fmt.Errorf("plan %s: %w", s.Mode, err)
 	}
 	if s.Mode == plan.ModeAdaptive {
-		p = e.adaptPlan(snap, p)
+		p = e.adaptive.Lay(snap, p)
 	}
 	return p, nil
 }
@@ -493,7 +495,7 @@ func (e *Engine) lock(ctx context.Context) (func(), error) {
 // Apply makes the machine match the configured plan. An unknown device is
 // ErrInvalid; with DryRun nothing is written (and no lock file is taken).
 func (e *Engine) Apply(ctx context.Context, req ApplyRequest) (*Result, error) {
-	if req.Device != "" && !validDeviceName(req.Device) {
+	if req.Device != "" && !plan.ValidDeviceName(req.Device) {
 		return nil, fmt.Errorf("device %q: %w", req.Device, plan.ErrInvalid)
 	}
 	if req.Device != "" {
@@ -546,7 +548,7 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 	if !req.DryRun {
 		// The adaptive state follows the mode: kept (and the loop's
 		// options resolved) in adaptive, forgotten in any other.
-		e.adaptiveApplied(snap, p.Mode)
+		e.adaptive.Applied(snap, p.Mode)
 	}
 	res.DurationUS = time.Since(start).Microseconds()
 	if !req.DryRun {
@@ -587,7 +589,7 @@ func (e *Engine) planApply(ctx context.Context, req ApplyRequest, snap *platform
 			return nil, nil, nil, err
 		}
 	}
-	if req.Device != "" && snapDevice(snap, req.Device) == nil {
+	if req.Device != "" && snap.Device(req.Device) == nil {
 		return nil, nil, nil, fmt.Errorf("no device %q: %w", req.Device, plan.ErrInvalid)
 	}
 	p, err := e.plan(snap, eff)
@@ -605,15 +607,6 @@ func (e *Engine) planApply(ctx context.Context, req ApplyRequest, snap *platform
 		}
 	}
 	return snap, p, actions, nil
-}
-
-func snapDevice(snap *platform.Snapshot, name string) *platform.Device {
-	for i := range snap.Devices {
-		if snap.Devices[i].Name == name {
-			return &snap.Devices[i]
-		}
-	}
-	return nil
 }
 
 // SetMode changes the mode (and flows), optionally persisting it, and
@@ -663,7 +656,7 @@ func (e *Engine) SetMode(ctx context.Context, req SetModeRequest) (*Result, erro
 		e.mu.Unlock()
 	}
 	// A mode change starts from the plain plan: adaptive from auto.
-	e.forgetAdaptive()
+	e.adaptive.Forget()
 	reason := req.Reason
 	if reason == "" {
 		reason = "set_mode " + string(m)

@@ -2,7 +2,6 @@ package steering
 
 import (
 	"context"
-	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/packet-steering/packet-steering/internal/kfs"
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 	"github.com/packet-steering/packet-steering/platform/fixture"
 	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
+	"golang.org/x/sys/unix"
 )
 
 // System calls of the floor's reads, as kfs makes them: a file the kernel

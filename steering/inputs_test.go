@@ -2,11 +2,11 @@ package steering
 
 import (
 	"context"
-	"github.com/packet-steering/packet-steering/plan"
 	"reflect"
 	"testing"
 
 	"github.com/packet-steering/packet-steering/internal/testenv"
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 	"github.com/packet-steering/packet-steering/platform/fixture"
 )

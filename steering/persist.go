@@ -3,7 +3,6 @@ package steering
 import (
 	"errors"
 	"fmt"
-	"github.com/packet-steering/packet-steering/plan"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/internal/uci"
+	"github.com/packet-steering/packet-steering/plan"
 )
 
 // Config names and the network option values the stock init script reads
@@ -146,7 +146,7 @@ type DeviceRPS struct {
 // or mask that does not parse is ErrInvalid, and nothing is written.
 func PersistDeviceRPS(configDir string, rps []DeviceRPS) error {
 	for _, r := range rps {
-		if !validDeviceName(r.Device) {
+		if !plan.ValidDeviceName(r.Device) {
 			return fmt.Errorf("%w: device name %q", plan.ErrInvalid, r.Device)
 		}
 		if _, err := cpuset.ParseMask(r.Mask); err != nil {

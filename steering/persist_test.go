@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/packet-steering/packet-steering/plan"
 	"math"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/packet-steering/packet-steering/internal/testenv"
 	"github.com/packet-steering/packet-steering/internal/uci"
+	"github.com/packet-steering/packet-steering/plan"
 )
 
 const networkConfig = `

@@ -3,10 +3,11 @@ package steering
 import (
 	"context"
 	"fmt"
-	"github.com/packet-steering/packet-steering/plan"
 	"strconv"
 
+	"github.com/packet-steering/packet-steering/adaptive"
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -14,14 +15,14 @@ import (
 // all. A wanted value is "" where the plan leaves the knob alone. An unknown
 // device is ErrInvalid.
 func (e *Engine) Queues(ctx context.Context, device string) ([]DeviceQueues, error) {
-	if device != "" && !validDeviceName(device) {
+	if device != "" && !plan.ValidDeviceName(device) {
 		return nil, fmt.Errorf("device %q: %w", device, plan.ErrInvalid)
 	}
 	v, err := e.viewState(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if device != "" && snapDevice(v.snap, device) == nil {
+	if device != "" && v.snap.Device(device) == nil {
 		return nil, fmt.Errorf("no device %q: %w", device, plan.ErrInvalid)
 	}
 	views := QueueViews(v.snap, v.plan, device)
@@ -32,7 +33,7 @@ func (e *Engine) Queues(ctx context.Context, device string) ([]DeviceQueues, err
 }
 
 // markDeviations sets RxQueueView.Adaptive for the deviated queues.
-func markDeviations(views []DeviceQueues, devs []Deviation) {
+func markDeviations(views []DeviceQueues, devs []adaptive.Deviation) {
 	for _, d := range devs {
 		for i := range views {
 			if views[i].Name != d.Device {

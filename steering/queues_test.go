@@ -3,11 +3,10 @@ package steering
 import (
 	"context"
 	"fmt"
-	"github.com/packet-steering/packet-steering/plan"
 	"testing"
 
 	"github.com/packet-steering/packet-steering/internal/testenv"
-
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 )
 

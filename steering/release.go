@@ -2,11 +2,11 @@ package steering
 
 import (
 	"context"
-	"github.com/packet-steering/packet-steering/plan"
 	"strings"
 	"time"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 )
 

@@ -1,12 +1,13 @@
 package steering
 
 import (
-	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/packet-steering/packet-steering/plan"
 )
 
 // StateFile is where engines that live for one call (the rpcd exec plugin

@@ -2,10 +2,11 @@ package steering
 
 import (
 	"context"
-	"github.com/packet-steering/packet-steering/plan"
 	"slices"
 	"sort"
 
+	"github.com/packet-steering/packet-steering/adaptive"
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -61,7 +62,7 @@ func (e *Engine) Status(ctx context.Context) (*Status, error) {
 		Hints:        slices.Clone(p.Hints),
 		Writers:      slices.Clone(p.Writers),
 		CPUs:         make([]CPUStat, 0, len(snap.Softnet)),
-		ConfigErrors: append(slices.Clone(snap.Config.Errors), adaptiveConfigErrors(snap)...),
+		ConfigErrors: append(slices.Clone(snap.Config.Errors), adaptive.ConfigErrors(snap)...),
 		Platform: PlatformInfo{
 			Board:  snap.Identity.Board,
 			Model:  snap.Identity.Model,
@@ -88,7 +89,7 @@ func (e *Engine) Status(ctx context.Context) (*Status, error) {
 	st.LastApply = last
 	st.UnfinishedApply = unfinished
 	if p.Mode == plan.ModeAdaptive {
-		st.Adaptive = e.adaptiveStatus(snap)
+		st.Adaptive = e.adaptive.Status(snap)
 	}
 	return st, nil
 }

@@ -9,11 +9,10 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/internal/kfs"
 	"github.com/packet-steering/packet-steering/platform"
+	"golang.org/x/sys/unix"
 )
 
 // Writer is the applier's only way to touch the machine: it reads and writes

@@ -11,6 +11,7 @@ import (
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/internal/testenv"
+	"github.com/packet-steering/packet-steering/plan"
 	"golang.org/x/sys/unix"
 )
 
@@ -159,8 +160,8 @@ var (
 func checkPathNames(t *testing.T, s string) {
 	t.Helper()
 	wantDev := deviceNamePattern.MatchString(s) && s != "." && s != ".."
-	if got := validDeviceName(s); got != wantDev {
-		t.Errorf("validDeviceName(%q) = %v, want %v", s, got, wantDev)
+	if got := plan.ValidDeviceName(s); got != wantDev {
+		t.Errorf("plan.ValidDeviceName(%q) = %v, want %v", s, got, wantDev)
 	}
 	if got, want := validQueueName(s, "rx-"), rxQueuePattern.MatchString(s); got != want {
 		t.Errorf("validQueueName(%q, rx-) = %v, want %v", s, got, want)

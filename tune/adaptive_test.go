@@ -2,12 +2,13 @@ package tune
 
 import (
 	"context"
-	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/packet-steering/packet-steering/adaptive"
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 	"github.com/packet-steering/packet-steering/steering"
 )
@@ -21,7 +22,7 @@ func TestMachineAdaptiveCandidate(t *testing.T) {
 	eng := steering.NewEngine(root)
 	st := newMachine(eng, steering.NewFSWriter(root))
 	st.Adaptive = steering.NewEngine(root, steering.WithLockDir(t.TempDir()))
-	cfg := steering.DefaultAdaptiveConfig()
+	cfg := adaptive.DefaultConfig()
 	cfg.Interval, cfg.MaxIdleInterval = 10*time.Millisecond, 40*time.Millisecond
 	st.AdaptiveConfig = cfg
 	for p, c := range map[string]string{

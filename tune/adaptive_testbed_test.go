@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,8 +15,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/packet-steering/packet-steering/adaptive"
 	"github.com/packet-steering/packet-steering/internal/netnstest"
 	"github.com/packet-steering/packet-steering/internal/testenv"
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 	"github.com/packet-steering/packet-steering/steering"
 )
@@ -242,7 +243,7 @@ func adaptiveBedRouter(t *testing.T, short bool) {
 			t.Fatalf("%s %s: NAPI thread %+v, want it on CPU %d under auto", devs[0], rx.Queue, rx.NAPI, i%2)
 		}
 	}
-	acfg := steering.DefaultAdaptiveConfig()
+	acfg := adaptive.DefaultConfig()
 	runs, phaseSecs, rate := envInt("ADAPTIVE_BED_RUNS", 3), envInt("ADAPTIVE_BED_PHASE", 15), os.Getenv("ADAPTIVE_BED_RATE")
 	if rate == "" {
 		rate = "100M"
@@ -258,9 +259,9 @@ func adaptiveBedRouter(t *testing.T, short bool) {
 	place := func(p map[int]int) {
 		t.Helper()
 		setMode(plan.ModeAdaptive)
-		var moves []steering.Move
+		var moves []adaptive.Move
 		for q, cpu := range p {
-			moves = append(moves, steering.Move{Device: devs[0], Queue: "rx-" + strconv.Itoa(q), Kind: steering.UnitNAPI,
+			moves = append(moves, adaptive.Move{Device: devs[0], Queue: "rx-" + strconv.Itoa(q), Kind: adaptive.UnitNAPI,
 				From: q % 2, To: cpu, Home: q % 2, Reason: "static placement"})
 		}
 		if len(moves) == 0 {
@@ -273,22 +274,22 @@ func adaptiveBedRouter(t *testing.T, short bool) {
 	}
 	// startLoop runs the adaptive loop until the returned stop is
 	// called, which returns the moves made.
-	startLoop := func() func() []steering.Move {
+	startLoop := func() func() []adaptive.Move {
 		setMode(plan.ModeAdaptive)
 		lctx, cancel := context.WithCancel(ctx)
 		var mu sync.Mutex
-		var made []steering.Move
+		var made []adaptive.Move
 		done := make(chan error, 1)
 		go func() {
-			done <- eng.RunAdaptive(lctx, acfg, func(c context.Context, m []steering.Move) (*steering.Result, error) {
+			done <- eng.RunAdaptive(lctx, acfg, func(c context.Context, m []adaptive.Move) (*steering.Result, error) {
 				mu.Lock()
 				made = append(made, m...)
 				mu.Unlock()
-				t.Logf("adaptive move: %s", steering.AdaptReason(m))
+				t.Logf("adaptive move: %s", adaptive.Reason(m))
 				return eng.Adapt(c, m)
 			})
 		}()
-		return func() []steering.Move {
+		return func() []adaptive.Move {
 			cancel()
 			if err := <-done; err != nil {
 				t.Errorf("adaptive loop: %v", err)
@@ -348,7 +349,7 @@ func adaptiveBedRouter(t *testing.T, short bool) {
 			i := (k + r) % len(strategies)
 			s := strategies[i]
 			setMode(plan.ModeAuto)
-			var stop func() []steering.Move
+			var stop func() []adaptive.Move
 			if s.adaptive {
 				stop = startLoop()
 			} else if s.place != nil {

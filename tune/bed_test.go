@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/packet-steering/packet-steering/internal/netnstest"
+	"golang.org/x/sys/unix"
 )
 
 // bedNet is the three-namespace test bed that TestTestbed and the

@@ -2,11 +2,11 @@ package tune
 
 import (
 	"fmt"
-	"github.com/packet-steering/packet-steering/plan"
 	"sort"
 	"strings"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/plan"
 )
 
 // candidate is one configuration to measure: a mode, or (Mode custom) the

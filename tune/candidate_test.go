@@ -1,10 +1,11 @@
 package tune
 
 import (
-	"github.com/packet-steering/packet-steering/plan"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/packet-steering/packet-steering/plan"
 )
 
 func names(cs []candidate) []string {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/packet-steering/packet-steering/plan"
 	"io"
 	"io/fs"
 	"net/netip"
@@ -15,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/steering"
 )
 

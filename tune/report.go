@@ -2,12 +2,13 @@ package tune
 
 import (
 	"fmt"
-	"github.com/packet-steering/packet-steering/plan"
 	"io"
 	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/packet-steering/packet-steering/plan"
 )
 
 // report is the outcome of a sweep; it is what --json prints.

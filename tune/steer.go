@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/packet-steering/packet-steering/plan"
 	"sort"
 	"strings"
 
+	"github.com/packet-steering/packet-steering/adaptive"
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 	"github.com/packet-steering/packet-steering/steering"
 )
@@ -29,7 +30,7 @@ type machine struct {
 	// with AdaptiveConfig (zero: the config adaptive section of UCI, as
 	// the daemon would) until the next candidate or the restore.
 	Adaptive       *steering.Engine
-	AdaptiveConfig steering.AdaptiveConfig
+	AdaptiveConfig adaptive.Config
 
 	snap     *platform.Snapshot
 	plans    map[string]*plan.Plan
@@ -268,7 +269,7 @@ func (e *machine) startAdaptive(ctx context.Context, c candidate) error {
 		return err
 	}
 	cfg := e.AdaptiveConfig
-	if cfg == (steering.AdaptiveConfig{}) {
+	if cfg == (adaptive.Config{}) {
 		// As the daemon runs it: the config adaptive section of UCI,
 		// which the set_mode above resolved (defaults without one).
 		cfg = e.Adaptive.AdaptiveSettings().Config
@@ -278,7 +279,7 @@ func (e *machine) startAdaptive(ctx context.Context, c candidate) error {
 	moves := 0
 	go func() {
 		defer close(done)
-		_ = e.Adaptive.RunAdaptive(lctx, cfg, func(ctx context.Context, m []steering.Move) (*steering.Result, error) {
+		_ = e.Adaptive.RunAdaptive(lctx, cfg, func(ctx context.Context, m []adaptive.Move) (*steering.Result, error) {
 			moves += len(m)
 			return e.Adaptive.Adapt(ctx, m)
 		})

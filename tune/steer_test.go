@@ -3,7 +3,6 @@ package tune
 import (
 	"context"
 	"errors"
-	"github.com/packet-steering/packet-steering/plan"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 	"github.com/packet-steering/packet-steering/steering"
+	"golang.org/x/sys/unix"
 )
 
 // digest reads every regular file below root/sys and root/proc: the

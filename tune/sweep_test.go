@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/packet-steering/packet-steering/plan"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/packet-steering/packet-steering/plan"
 )
 
 // fakeSteerer stands in for the steering engine: its "machine" is the name

@@ -15,11 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/internal/netnstest"
 	"github.com/packet-steering/packet-steering/internal/testenv"
+	"golang.org/x/sys/unix"
 )
 
 // The testbed: three namespaces made by the test, client - router - server,

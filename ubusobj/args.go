@@ -3,13 +3,13 @@ package ubusobj
 import (
 	"errors"
 	"fmt"
-	"github.com/packet-steering/packet-steering/plan"
 	"math"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/packet-steering/packet-steering/internal/ubus"
+	"github.com/packet-steering/packet-steering/plan"
 )
 
 // errArg marks an argument the caller got wrong. It wraps

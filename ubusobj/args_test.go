@@ -2,11 +2,11 @@ package ubusobj
 
 import (
 	"errors"
-	"github.com/packet-steering/packet-steering/plan"
 	"strings"
 	"testing"
 
 	"github.com/packet-steering/packet-steering/internal/ubus"
+	"github.com/packet-steering/packet-steering/plan"
 )
 
 func policyOf(t *testing.T, method string) []ArgPolicy {

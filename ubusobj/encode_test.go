@@ -3,12 +3,12 @@ package ubusobj
 import (
 	"context"
 	"encoding/json"
-	"github.com/packet-steering/packet-steering/plan"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/packet-steering/packet-steering/internal/ubus"
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform/fixture"
 	"github.com/packet-steering/packet-steering/steering"
 )

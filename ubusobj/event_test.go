@@ -1,9 +1,9 @@
 package ubusobj
 
 import (
-	"github.com/packet-steering/packet-steering/plan"
 	"testing"
 
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/steering"
 )
 

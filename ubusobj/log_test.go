@@ -2,11 +2,11 @@ package ubusobj
 
 import (
 	"fmt"
-	"github.com/packet-steering/packet-steering/plan"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/steering"
 )
 

@@ -20,14 +20,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/packet-steering/packet-steering/plan"
 	"math"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/packet-steering/packet-steering/adaptive"
 	"github.com/packet-steering/packet-steering/internal/ubus"
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/steering"
 )
 
@@ -457,20 +458,20 @@ func (o *Object) SetMode(ctx context.Context, req steering.SetModeRequest) (*ste
 
 // Adapter is the engine's adaptive half; *steering.Engine implements it.
 type Adapter interface {
-	Adapt(ctx context.Context, moves []steering.Move) (*steering.Result, error)
+	Adapt(ctx context.Context, moves []adaptive.Move) (*steering.Result, error)
 }
 
 // Adapt applies the adaptive loop's moves through the engine (which must
 // implement Adapter), logs each move with its reason and, when something
 // changed, announces the apply as EventApplied with the reason
-// steering.AdaptReason gives (which queue, from and to which CPU, which
+// adaptive.Reason gives (which queue, from and to which CPU, which
 // CPU was saturated by which measure).
-func (o *Object) Adapt(ctx context.Context, moves []steering.Move) (*steering.Result, error) {
+func (o *Object) Adapt(ctx context.Context, moves []adaptive.Move) (*steering.Result, error) {
 	a, ok := o.engine.(Adapter)
 	if !ok {
 		return nil, errors.New("adaptive moves: the engine cannot apply them")
 	}
-	reason := steering.AdaptReason(moves)
+	reason := adaptive.Reason(moves)
 	res, err := a.Adapt(context.WithoutCancel(ctx), moves)
 	if err != nil {
 		o.log.Warn("adaptive move not applied", "reason", reason, "err", err)

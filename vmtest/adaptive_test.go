@@ -3,12 +3,12 @@ package vmtest
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/packet-steering/packet-steering/plan"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/steering"
 )
 
@@ -42,7 +42,7 @@ func parseEvents(s string) ([]appliedEvent, error) {
 	return out, nil
 }
 
-// moveReason matches an adaptive apply's reason (steering.AdaptReason of
+// moveReason matches an adaptive apply's reason (adaptive.Reason of
 // one move): queue, kind, from, to, why.
 var moveReason = regexp.MustCompile(`^adaptive: (\S+)/(rx-[0-9]+) (napi|rps) cpu([0-9]+)->cpu([0-9]+): (.+)$`)
 

@@ -3,13 +3,14 @@ package vmtest
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/packet-steering/packet-steering/plan"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/packet-steering/packet-steering/adaptive"
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 	"github.com/packet-steering/packet-steering/steering"
 )
@@ -32,7 +33,7 @@ type rxView struct {
 	WantRPSCPUs string `json:"want_rps_cpus"`
 	queueWork
 	// Adaptive is set where the adaptive mode moved the queue.
-	Adaptive *steering.Deviation `json:"adaptive"`
+	Adaptive *adaptive.Deviation `json:"adaptive"`
 }
 
 type txView struct {

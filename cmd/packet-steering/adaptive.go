@@ -3,9 +3,10 @@ package main
 import (
 	"context"
 	"errors"
-	"github.com/packet-steering/packet-steering/plan"
 	"sync"
 
+	"github.com/packet-steering/packet-steering/adaptive"
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/steering"
 	"github.com/packet-steering/packet-steering/ubusobj"
 )
@@ -18,10 +19,10 @@ import (
 // adaptiveLooper is what the daemon needs to run the loop;
 // *steering.Engine implements it.
 type adaptiveLooper interface {
-	RunAdaptive(ctx context.Context, cfg steering.AdaptiveConfig, apply func(context.Context, []steering.Move) (*steering.Result, error)) error
+	RunAdaptive(ctx context.Context, cfg adaptive.Config, apply func(context.Context, []adaptive.Move) (*steering.Result, error)) error
 	// AdaptiveSettings is the loop's configuration as the last apply in
 	// mode adaptive resolved it from UCI.
-	AdaptiveSettings() steering.AdaptiveSettings
+	AdaptiveSettings() adaptive.Settings
 }
 
 // adaptiveRunner starts and stops the loop, and restarts it when its
@@ -29,15 +30,15 @@ type adaptiveLooper interface {
 // edited).
 type adaptiveRunner struct {
 	// run runs the loop with cfg until ctx is done.
-	run func(ctx context.Context, cfg steering.AdaptiveConfig) error
+	run func(ctx context.Context, cfg adaptive.Config) error
 	// config is the configuration to run with now.
-	config func() steering.AdaptiveConfig
+	config func() adaptive.Config
 	log    *lineLogger
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
-	cfg    steering.AdaptiveConfig // of the running loop
+	cfg    adaptive.Config // of the running loop
 }
 
 // sync starts the loop in mode adaptive (restarting it when the
@@ -52,7 +53,7 @@ func (r *adaptiveRunner) sync(m plan.Mode) {
 		}
 		return
 	}
-	cfg := steering.DefaultAdaptiveConfig()
+	cfg := adaptive.DefaultConfig()
 	if r.config != nil {
 		cfg = r.config()
 	}
@@ -123,12 +124,12 @@ func (e modeEngine) SetMode(ctx context.Context, req steering.SetModeRequest) (*
 
 // Adapt passes moves to the wrapped engine; it never syncs the runner (the
 // loop itself calls it).
-func (e modeEngine) Adapt(ctx context.Context, moves []steering.Move) (*steering.Result, error) {
+func (e modeEngine) Adapt(ctx context.Context, moves []adaptive.Move) (*steering.Result, error) {
 	return adapt(ctx, e.Engine, moves)
 }
 
 // adapt calls the engine's Adapt when it has one.
-func adapt(ctx context.Context, eng ubusobj.Engine, moves []steering.Move) (*steering.Result, error) {
+func adapt(ctx context.Context, eng ubusobj.Engine, moves []adaptive.Move) (*steering.Result, error) {
 	a, ok := eng.(ubusobj.Adapter)
 	if !ok {
 		return nil, errors.New("the engine cannot apply adaptive moves")

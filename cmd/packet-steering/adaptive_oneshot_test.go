@@ -4,14 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/packet-steering/packet-steering/adaptive"
 	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 	"github.com/packet-steering/packet-steering/steering"
 )
@@ -21,7 +22,7 @@ import (
 // shows the deviation, apply keeps the moved queue where it is.
 func TestOneShotKnowsDeviations(t *testing.T) {
 	ctx := context.Background()
-	root := movedRoot(t, steering.Move{Device: "eth0", Queue: "rx-1", Kind: steering.UnitNAPI, From: 1, To: 0, Home: 1,
+	root := movedRoot(t, adaptive.Move{Device: "eth0", Queue: "rx-1", Kind: adaptive.UnitNAPI, From: 1, To: 0, Home: 1,
 		Reason: "cpu1 saturated (time_squeeze 50/s)"})
 	cli := func(args ...string) string {
 		t.Helper()
@@ -65,11 +66,11 @@ func TestOneShotKnowsDeviations(t *testing.T) {
 // predecessor left in the state file: the start apply changes nothing
 // (no event with changes), status shows the deviation and the move.
 func TestDaemonKeepsDeviationsAcrossRestart(t *testing.T) {
-	root := movedRoot(t, steering.Move{Device: "eth0", Queue: "rx-2", Kind: steering.UnitNAPI, From: 2, To: 3, Home: 2,
+	root := movedRoot(t, adaptive.Move{Device: "eth0", Queue: "rx-2", Kind: adaptive.UnitNAPI, From: 2, To: 3, Home: 2,
 		Reason: "cpu2 saturated (dropped 5/s)"})
 	_, sock := ubustest.Start(t)
 	events := listenApplied(t, sock)
-	log := serveTestDaemon(t, sock, root, steering.AdaptiveConfig{})
+	log := serveTestDaemon(t, sock, root, adaptive.Config{})
 	// The object is served before the start apply ends: wait for its log.
 	const started = "msg=applied reason=start mode=adaptive"
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(log.String(), started) && time.Now().Before(deadline); {
@@ -98,7 +99,7 @@ func TestDaemonKeepsDeviationsAcrossRestart(t *testing.T) {
 // movedRoot is an ipq807x fixture root in mode adaptive (persisted) where
 // an engine made the move, as a daemon's loop would have: the deviation
 // is in the state file.
-func movedRoot(t *testing.T, m steering.Move) string {
+func movedRoot(t *testing.T, m adaptive.Move) string {
 	t.Helper()
 	ctx := context.Background()
 	root := fixturetest.Root(t, "ipq807x", nil)
@@ -106,7 +107,7 @@ func movedRoot(t *testing.T, m steering.Move) string {
 	if _, err := e.SetMode(ctx, steering.SetModeRequest{Mode: plan.ModeAdaptive, Persist: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Adapt(ctx, []steering.Move{m}); err != nil {
+	if _, err := e.Adapt(ctx, []adaptive.Move{m}); err != nil {
 		t.Fatal(err)
 	}
 	return root

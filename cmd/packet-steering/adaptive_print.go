@@ -2,17 +2,17 @@ package main
 
 import (
 	"fmt"
-	"github.com/packet-steering/packet-steering/plan"
 	"io"
 	"strings"
 	"time"
 
-	"github.com/packet-steering/packet-steering/steering"
+	"github.com/packet-steering/packet-steering/adaptive"
+	"github.com/packet-steering/packet-steering/plan"
 )
 
 // printAdaptive writes the adaptive part of a status for humans: the loop,
 // the deviations from the auto plan with their reasons, the recent moves.
-func printAdaptive(w io.Writer, a *steering.AdaptiveStatus) {
+func printAdaptive(w io.Writer, a *adaptive.Status) {
 	if a == nil {
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packet-steering/packet-steering/adaptive"
 	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/internal/testenv"
 	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
@@ -132,7 +133,7 @@ func TestDaemonAdaptiveLoop(t *testing.T) {
 	_, sock := ubustest.Start(t)
 	events := listenApplied(t, sock)
 
-	cfg := steering.DefaultAdaptiveConfig()
+	cfg := adaptive.DefaultConfig()
 	cfg.Interval, cfg.MaxIdleInterval, cfg.MinDwell = 100*time.Millisecond, 400*time.Millisecond, 2*time.Second
 	log := serveTestDaemon(t, sock, root, cfg)
 	waitEvent(t, events) // start
@@ -311,7 +312,7 @@ func TestDaemonAdaptiveOptionsReload(t *testing.T) {
 	}
 	write("\toption interval '0.3'\n\toption max_idle_interval '0.6'\n\toption dwell '7'\n")
 	_, sock := ubustest.Start(t)
-	log := serveTestDaemon(t, sock, root, steering.AdaptiveConfig{})
+	log := serveTestDaemon(t, sock, root, adaptive.Config{})
 	// The start apply started the loop with the section's values.
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.Contains(log.String(), "adaptive loop started") && time.Now().Before(deadline) {
@@ -366,7 +367,7 @@ func TestDaemonAdaptiveOptionsReload(t *testing.T) {
 // serveTestDaemon serves a daemon for root on the broker at sock until the
 // test ends (its error, if any, fails the test) and returns its log, once
 // the object is registered. A zero acfg takes the loop's options from UCI.
-func serveTestDaemon(t *testing.T, sock, root string, acfg steering.AdaptiveConfig) *lockedBuffer {
+func serveTestDaemon(t *testing.T, sock, root string, acfg adaptive.Config) *lockedBuffer {
 	t.Helper()
 	log := &lockedBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())

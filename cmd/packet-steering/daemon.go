@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/packet-steering/packet-steering/adaptive"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/steering"
 	"github.com/packet-steering/packet-steering/ubusobj"
@@ -48,7 +49,7 @@ type daemonConfig struct {
 	takeover func(ctx context.Context, apply func(reason string))
 	// adaptive, when set, configures the adaptive mode's loop instead of
 	// the `config adaptive` section of UCI (zero: from UCI).
-	adaptive steering.AdaptiveConfig
+	adaptive adaptive.Config
 }
 
 // daemonDrainWait bounds how long a stop waits for the calls in progress:
@@ -130,13 +131,13 @@ func serveDaemon(ctx context.Context, cfg daemonConfig) error {
 	// The adaptive loop runs on the engine itself; its moves go through
 	// the object (logged and announced) and the wrappers below.
 	var obj *ubusobj.Object
-	runner := &adaptiveRunner{log: cfg.log, run: func(context.Context, steering.AdaptiveConfig) error { return nil }}
+	runner := &adaptiveRunner{log: cfg.log, run: func(context.Context, adaptive.Config) error { return nil }}
 	if l, ok := cfg.engine.(adaptiveLooper); ok {
-		runner.config = func() steering.AdaptiveConfig { return l.AdaptiveSettings().Config }
-		if cfg.adaptive != (steering.AdaptiveConfig{}) {
-			runner.config = func() steering.AdaptiveConfig { return cfg.adaptive }
+		runner.config = func() adaptive.Config { return l.AdaptiveSettings().Config }
+		if cfg.adaptive != (adaptive.Config{}) {
+			runner.config = func() adaptive.Config { return cfg.adaptive }
 		}
-		runner.run = func(ctx context.Context, acfg steering.AdaptiveConfig) error {
+		runner.run = func(ctx context.Context, acfg adaptive.Config) error {
 			return l.RunAdaptive(ctx, acfg, obj.Adapt)
 		}
 	}
@@ -284,7 +285,7 @@ func (e trimmingEngine) SetMode(ctx context.Context, req steering.SetModeRequest
 	return e.Engine.SetMode(ctx, req)
 }
 
-func (e trimmingEngine) Adapt(ctx context.Context, moves []steering.Move) (*steering.Result, error) {
+func (e trimmingEngine) Adapt(ctx context.Context, moves []adaptive.Move) (*steering.Result, error) {
 	defer e.t.poke()
 	return adapt(ctx, e.Engine, moves)
 }

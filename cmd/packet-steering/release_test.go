@@ -2,12 +2,12 @@ package main
 
 import (
 	"encoding/json"
-	"github.com/packet-steering/packet-steering/plan"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/steering"
 )
 

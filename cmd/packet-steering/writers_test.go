@@ -2,10 +2,10 @@ package main
 
 import (
 	"encoding/json"
-	"github.com/packet-steering/packet-steering/plan"
 	"strings"
 	"testing"
 
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/steering"
 )
 

@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/packet-steering/packet-steering/internal/testenv"
+	"golang.org/x/sys/unix"
 )
 
 // stockCommit changes one option the way `uci set` + `uci commit` does,

@@ -1,23 +1,17 @@
-package steering
-
-import (
-	"fmt"
-	"github.com/packet-steering/packet-steering/plan"
-	"strings"
-	"time"
-)
-
-// Adaptive mode (experimental). The plan is the auto plan; a control loop
-// (Engine.RunAdaptive) samples the per-CPU load while traffic flows and,
+// Package adaptive is the adaptive mode (experimental). The plan is the
+// auto plan; a control loop (Run, which reaches the steering engine
+// through Hook) samples the per-CPU load while traffic flows and,
 // when a CPU cannot keep up, moves single queues' receive work to the least
 // loaded CPU, and back to the auto placement when the load is gone. Each
 // move is a Deviation laid over the auto plan (AdaptPlan) and written by an
 // ordinary apply.
 //
-// This file and adaptive_logic.go are the pure half: which queues can move
-// (AdaptiveUnits), how a deviation changes the plan (AdaptPlan), and the
-// decisions (AdaptiveController.Step: a series of samples in, moves out).
+// This file and controller.go are the pure half: which queues can move
+// (Units), how a deviation changes the plan (AdaptPlan), and the
+// decisions (Controller.Step: a series of samples in, moves out).
 // They do no I/O and read no clock: sample times come with the samples.
+// config.go reads the loop's options, state.go keeps the deviations (and
+// their state file), status.go is what status shows, loop.go the loop.
 //
 // A unit is one rx queue whose work the auto plan puts on exactly one CPU:
 //
@@ -28,6 +22,15 @@ import (
 //
 // Queues spread over several CPUs, and queues without a NAPI thread or RPS
 // target, are left as auto plans them.
+package adaptive
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/packet-steering/packet-steering/plan"
+)
 
 // Unit kinds.
 const (
@@ -35,10 +38,10 @@ const (
 	UnitNAPI = "napi"
 )
 
-// AdaptiveUnit is one movable rx queue: its kind, the CPU the auto plan
+// Unit is one movable rx queue: its kind, the CPU the auto plan
 // gives it (Home) and the CPU it is planned on now (CPU; Home unless
 // deviated). PID is its NAPI thread (0 if none).
-type AdaptiveUnit struct {
+type Unit struct {
 	Device string `json:"device"`
 	Queue  string `json:"queue"`
 	Kind   string `json:"kind"`
@@ -48,7 +51,7 @@ type AdaptiveUnit struct {
 }
 
 // Key names the unit: "eth0/rx-2".
-func (u AdaptiveUnit) Key() string { return u.Device + "/" + u.Queue }
+func (u Unit) Key() string { return u.Device + "/" + u.Queue }
 
 // Deviation is a queue the adaptive loop placed away from the auto plan.
 type Deviation struct {
@@ -86,9 +89,9 @@ func (m Move) String() string {
 	return fmt.Sprintf("%s %s cpu%d->cpu%d: %s", m.Key(), m.Kind, m.From, m.To, m.Reason)
 }
 
-// AdaptiveConfig tunes the controller. DefaultAdaptiveConfig gives the
+// Config tunes the controller. DefaultConfig gives the
 // daemon's values.
-type AdaptiveConfig struct {
+type Config struct {
 	// Interval is the sampling interval while traffic flows.
 	Interval time.Duration
 	// MaxIdleInterval bounds the back-off without traffic: the interval
@@ -132,9 +135,9 @@ type AdaptiveConfig struct {
 	MaxHistory int
 }
 
-// DefaultAdaptiveConfig is the daemon's configuration.
-func DefaultAdaptiveConfig() AdaptiveConfig {
-	return AdaptiveConfig{
+// DefaultConfig is the daemon's configuration.
+func DefaultConfig() Config {
+	return Config{
 		Interval:        2 * time.Second,
 		MaxIdleInterval: 32 * time.Second,
 		IdlePPS:         2000,
@@ -154,26 +157,26 @@ func DefaultAdaptiveConfig() AdaptiveConfig {
 	}
 }
 
-// AdaptiveOption is one effective option of the adaptive loop as status
+// Option is one effective option of the adaptive loop as status
 // shows it: its value (in the form the `config adaptive` section takes) and
 // where it comes from (SourcePacketSteering or SourceDefault).
-type AdaptiveOption struct {
+type Option struct {
 	Name   string `json:"name"`
 	Value  string `json:"value"`
 	Source string `json:"source"`
 }
 
-// AdaptiveSettings is the adaptive loop's effective configuration
-// (ResolveAdaptiveConfig), each option with its source, and the problems
+// Settings is the adaptive loop's effective configuration
+// (ResolveConfig), each option with its source, and the problems
 // of the configured values (each of which fell back to its default).
-type AdaptiveSettings struct {
-	Config   AdaptiveConfig
-	Options  []AdaptiveOption
+type Settings struct {
+	Config   Config
+	Options  []Option
 	Problems []string
 }
 
 // Check reports a configuration the controller cannot work with.
-func (c AdaptiveConfig) Check() error {
+func (c Config) Check() error {
 	var bad []string
 	if c.Interval <= 0 || c.MaxIdleInterval < c.Interval {
 		bad = append(bad, "intervals: need 0 < Interval <= MaxIdleInterval")
@@ -193,10 +196,10 @@ func (c AdaptiveConfig) Check() error {
 	return nil
 }
 
-// LoadSample is one reading of the counters the controller decides on.
+// Sample is one reading of the counters the controller decides on.
 // A quick sample (Full false) has only the softnet counters and no units:
 // it is what an idle loop reads.
-type LoadSample struct {
+type Sample struct {
 	Time  time.Time
 	Full  bool
 	CPUs  []CPUCounters
@@ -222,7 +225,7 @@ type CPUCounters struct {
 // could not be read) and the time it waited runnable for its CPU
 // (nanoseconds; HasWait false where the kernel does not report it).
 type UnitCounters struct {
-	Unit     AdaptiveUnit
+	Unit     Unit
 	Ticks    uint64
 	HasTicks bool
 	WaitNS   uint64
@@ -249,4 +252,14 @@ type CPULoad struct {
 	SqueezePS float64 `json:"time_squeeze_ps"`
 	DropPS    float64 `json:"dropped_ps"`
 	Saturated string  `json:"saturated,omitempty"` // the measure, when saturated
+}
+
+// Reason is the apply reason of a set of moves, as logged and sent with
+// packet_steering.applied.
+func Reason(moves []Move) string {
+	parts := make([]string, len(moves))
+	for i, m := range moves {
+		parts[i] = m.String()
+	}
+	return "adaptive: " + strings.Join(parts, "; ")
 }

@@ -1,4 +1,4 @@
-package steering
+package adaptive
 
 import (
 	"fmt"
@@ -55,9 +55,9 @@ func phases(v float64, spans ...[2]int) func(int) float64 {
 	}
 }
 
-func (w *simWorld) run(t *testing.T, cfg AdaptiveConfig, steps int) ([]simMove, []Decision) {
+func (w *simWorld) run(t *testing.T, cfg Config, steps int) ([]simMove, []Decision) {
 	t.Helper()
-	c, err := NewAdaptiveController(cfg)
+	c, err := NewController(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func (w *simWorld) run(t *testing.T, cfg AdaptiveConfig, steps int) ([]simMove, 
 				ct.dropped += w.drops(step, cpu) * secs
 			}
 		}
-		s := LoadSample{Time: now, Full: full || !w.quick}
+		s := Sample{Time: now, Full: full || !w.quick}
 		for cpu, ct := range w.cpuTick {
 			cc := CPUCounters{CPU: cpu, Processed: uint64(ct.processed), Dropped: uint64(ct.dropped), TimeSqueeze: uint64(ct.squeeze)}
 			if s.Full {
@@ -135,7 +135,7 @@ func (w *simWorld) run(t *testing.T, cfg AdaptiveConfig, steps int) ([]simMove, 
 					kind = UnitNAPI
 				}
 				s.Units = append(s.Units, UnitCounters{
-					Unit:  AdaptiveUnit{Device: "eth0", Queue: u.queue, Kind: kind, PID: 100 + i, Home: u.home, CPU: w.where[u.queue]},
+					Unit:  Unit{Device: "eth0", Queue: u.queue, Kind: kind, PID: 100 + i, Home: u.home, CPU: w.where[u.queue]},
 					Ticks: uint64(w.ticks[u.queue]), HasTicks: true, WaitNS: uint64(w.waits[u.queue]), HasWait: true,
 				})
 			}
@@ -173,13 +173,13 @@ func fmtMoves(ms []simMove) string {
 }
 
 func TestAdaptiveController(t *testing.T) {
-	cfg := DefaultAdaptiveConfig()
+	cfg := DefaultConfig()
 	cfg.MinDwell = 10 * time.Second // five active intervals
 	tests := []struct {
 		name  string
 		world simWorld
 		steps int
-		cfg   func(*AdaptiveConfig)
+		cfg   func(*Config)
 		// want is the moves as "step:queue:from->to", in order.
 		want string
 		// reason, when set, must be in the first move's reason.
@@ -294,7 +294,7 @@ func TestAdaptiveController(t *testing.T) {
 				}
 				return 0
 			}},
-			cfg:   func(c *AdaptiveConfig) { c.BusyNet = 0.1 },
+			cfg:   func(c *Config) { c.BusyNet = 0.1 },
 			steps: 30,
 			// Hot from step 1, moved at 2; while the process runs cpu0
 			// has no room (busy 90% + the queue's 20%); from step 20
@@ -385,7 +385,7 @@ func TestAdaptiveController(t *testing.T) {
 }
 
 func TestAdaptiveIdleBackoff(t *testing.T) {
-	cfg := DefaultAdaptiveConfig()
+	cfg := DefaultConfig()
 	w := simWorld{cpus: 2, units: []simUnit{{queue: "rx-0", home: 0, load: constant(0)}}, pps: constant(5), quick: true}
 	_, decs := w.run(t, cfg, 10)
 	var got []string
@@ -408,21 +408,21 @@ func TestAdaptiveIdleBackoff(t *testing.T) {
 func TestAdaptiveConfigCheck(t *testing.T) {
 	tests := []struct {
 		name string
-		mod  func(*AdaptiveConfig)
+		mod  func(*Config)
 		ok   bool
 	}{
-		{"default", func(*AdaptiveConfig) {}, true},
-		{"zero interval", func(c *AdaptiveConfig) { c.Interval = 0 }, false},
-		{"idle below active", func(c *AdaptiveConfig) { c.MaxIdleInterval = time.Second }, false},
-		{"low above high", func(c *AdaptiveConfig) { c.LowLoad = 0.9 }, false},
-		{"high above 1", func(c *AdaptiveConfig) { c.HighLoad = 1.5 }, false},
-		{"no moves", func(c *AdaptiveConfig) { c.MaxMoves = 0 }, false},
-		{"negative margin", func(c *AdaptiveConfig) { c.Margin = -1 }, false},
+		{"default", func(*Config) {}, true},
+		{"zero interval", func(c *Config) { c.Interval = 0 }, false},
+		{"idle below active", func(c *Config) { c.MaxIdleInterval = time.Second }, false},
+		{"low above high", func(c *Config) { c.LowLoad = 0.9 }, false},
+		{"high above 1", func(c *Config) { c.HighLoad = 1.5 }, false},
+		{"no moves", func(c *Config) { c.MaxMoves = 0 }, false},
+		{"negative margin", func(c *Config) { c.Margin = -1 }, false},
 	}
 	for _, tc := range tests {
-		c := DefaultAdaptiveConfig()
+		c := DefaultConfig()
 		tc.mod(&c)
-		_, err := NewAdaptiveController(c)
+		_, err := NewController(c)
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: err %v, want ok %v", tc.name, err, tc.ok)
 		}

@@ -1,4 +1,4 @@
-package steering
+package adaptive
 
 import (
 	"slices"
@@ -37,17 +37,17 @@ type SamplingStatus struct {
 	Error string    `json:"error,omitempty"`
 }
 
-// AdaptiveStatus is the adaptive part of Status: the loop's effective
+// Status is the adaptive part of Status: the loop's effective
 // options with their sources, the deviations from the auto plan with their
 // reasons, the recent moves (newest last, bounded), deviations the plan
 // dropped (their queue or CPU is gone) and the loop's state.
-type AdaptiveStatus struct {
-	Config     []AdaptiveOption `json:"config"`
-	Deviations []Deviation      `json:"deviations"`
-	Moves      []MoveRecord     `json:"moves"`
-	Dropped    []DroppedDev     `json:"dropped,omitempty"`
+type Status struct {
+	Config     []Option     `json:"config"`
+	Deviations []Deviation  `json:"deviations"`
+	Moves      []MoveRecord `json:"moves"`
+	Dropped    []DroppedDev `json:"dropped,omitempty"`
 	// StateFile says what became of the runtime state file
-	// (AdaptiveStateFile) when it could not be used; "" when it could.
+	// (StateFile) when it could not be used; "" when it could.
 	StateFile string          `json:"state_file,omitempty"`
 	Sampling  *SamplingStatus `json:"sampling,omitempty"`
 }
@@ -61,24 +61,6 @@ type DroppedDev struct {
 	Time time.Time `json:"time"`
 }
 
-// adaptiveState is guarded by Engine.mu.
-type adaptiveState struct {
-	devs     []Deviation
-	moves    []MoveRecord
-	sampling *SamplingStatus
-	dropped  []DroppedDev
-	// cfg is the loop's configuration as the last apply in mode adaptive
-	// resolved it (cfgSet); before one, status resolves it from the view.
-	cfg    AdaptiveSettings
-	cfgSet bool
-	// loaded: the state file was read (once per engine); written is what
-	// was last written to it ("" none); note says why the file was not
-	// used.
-	loaded  bool
-	written string
-	note    string
-}
-
 // maxMoveHistory bounds the moves kept for status (and in the state
 // file); maxDropped the dropped deviations.
 const (
@@ -87,54 +69,55 @@ const (
 )
 
 // Deviations returns the current deviations from the auto plan.
-func (e *Engine) Deviations() []Deviation {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.loadAdaptiveLocked()
-	return slices.Clone(e.adaptive.devs)
+func (s *State) Deviations() []Deviation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loadLocked()
+	return slices.Clone(s.devs)
 }
 
-// AdaptiveSettings returns the adaptive loop's configuration as the last
+// Settings returns the adaptive loop's configuration as the last
 // apply in mode adaptive resolved it from the `config adaptive` section
-// (ResolveAdaptiveConfig), the defaults before one.
-func (e *Engine) AdaptiveSettings() AdaptiveSettings {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if !e.adaptive.cfgSet {
-		return AdaptiveSettings{Config: DefaultAdaptiveConfig()}
+// (ResolveConfig), the defaults before one.
+func (s *State) Settings() Settings {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.cfgSet {
+		return Settings{Config: DefaultConfig()}
 	}
-	return e.adaptive.cfg
+	return s.cfg
 }
 
 // noteSampling records the loop's state for status; nil: not running.
-func (e *Engine) noteSampling(st *SamplingStatus) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (s *State) noteSampling(st *SamplingStatus) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if st == nil {
-		if e.adaptive.sampling != nil {
-			e.adaptive.sampling.Running = false
+		if s.sampling != nil {
+			s.sampling.Running = false
 		}
 		return
 	}
 	c := *st
 	c.Loads = slices.Clone(st.Loads)
-	e.adaptive.sampling = &c
+	s.sampling = &c
 }
 
-// adaptiveStatus is the Status part for the adaptive mode.
-func (e *Engine) adaptiveStatus(snap *platform.Snapshot) *AdaptiveStatus {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.loadAdaptiveLocked()
-	st := &AdaptiveStatus{Deviations: slices.Clone(e.adaptive.devs), Moves: slices.Clone(e.adaptive.moves),
-		Dropped: slices.Clone(e.adaptive.dropped), StateFile: e.adaptive.note}
-	if e.adaptive.cfgSet {
-		st.Config = slices.Clone(e.adaptive.cfg.Options)
+// Status is the Status part for the adaptive mode, with snap (the
+// engine's view) to resolve the loop's options before an apply did.
+func (s *State) Status(snap *platform.Snapshot) *Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loadLocked()
+	st := &Status{Deviations: slices.Clone(s.devs), Moves: slices.Clone(s.moves),
+		Dropped: slices.Clone(s.dropped), StateFile: s.note}
+	if s.cfgSet {
+		st.Config = slices.Clone(s.cfg.Options)
 	} else {
-		st.Config = resolveAdaptiveConfig(snap).Options
+		st.Config = ResolveConfig(snap).Options
 	}
 	if st.Config == nil {
-		st.Config = []AdaptiveOption{}
+		st.Config = []Option{}
 	}
 	if st.Deviations == nil {
 		st.Deviations = []Deviation{}
@@ -142,8 +125,8 @@ func (e *Engine) adaptiveStatus(snap *platform.Snapshot) *AdaptiveStatus {
 	if st.Moves == nil {
 		st.Moves = []MoveRecord{}
 	}
-	if e.adaptive.sampling != nil {
-		c := *e.adaptive.sampling
+	if s.sampling != nil {
+		c := *s.sampling
 		st.Sampling = &c
 	}
 	return st

@@ -1,24 +1,21 @@
-package steering
+package adaptive
 
 import (
-	"context"
-	"github.com/packet-steering/packet-steering/plan"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
 func TestResolveAdaptiveConfig(t *testing.T) {
-	def := DefaultAdaptiveConfig()
+	def := DefaultConfig()
 	tests := []struct {
 		name string
 		raw  map[string]string // nil: no section
 		// want changes the defaults into the wanted config.
-		want func(c *AdaptiveConfig)
+		want func(c *Config)
 		// set are the options whose source is packet_steering.
 		set []string
 		// problems are substrings, one per problem, in order.
@@ -31,7 +28,7 @@ func TestResolveAdaptiveConfig(t *testing.T) {
 			raw: map[string]string{"interval": "1", "max_idle_interval": "500ms", "dwell": " 1m ", "high_load": "70%", "low_load": "30",
 				"busy_load": "0", "margin": "5.5", "squeeze_rate": "0", "idle_pps": "100", "hot_intervals": "3", "max_moves": "4"},
 			// max_idle_interval 0.5s is below interval 1s: both refused below.
-			want: func(c *AdaptiveConfig) {
+			want: func(c *Config) {
 				c.MinDwell, c.HighLoad, c.LowLoad, c.BusyLoad, c.Margin = time.Minute, 0.70, 0.30, 0, 0.055
 				c.SqueezeRate, c.IdlePPS, c.HotIntervals, c.MaxMoves = 0, 100, 3, 4
 			},
@@ -41,7 +38,7 @@ func TestResolveAdaptiveConfig(t *testing.T) {
 		{
 			name: "short intervals",
 			raw:  map[string]string{"interval": "0.2", "max_idle_interval": "1s", "dwell": "0"},
-			want: func(c *AdaptiveConfig) {
+			want: func(c *Config) {
 				c.Interval, c.MaxIdleInterval, c.MinDwell = 200*time.Millisecond, time.Second, 0
 			},
 			set: []string{"interval", "max_idle_interval", "dwell"},
@@ -50,7 +47,7 @@ func TestResolveAdaptiveConfig(t *testing.T) {
 			name: "bad values fall back one by one",
 			raw: map[string]string{"interval": "fast", "dwell": "-1", "high_load": "101", "margin": "NaN", "max_moves": "1.5",
 				"cool_intervals": "0", "drop_rate": "Inf", "busy_net_load": "40"},
-			want: func(c *AdaptiveConfig) { c.BusyNet = 0.40 },
+			want: func(c *Config) { c.BusyNet = 0.40 },
 			set:  []string{"busy_net_load"},
 			problems: []string{
 				`interval: "fast" is not 0.1 to 60 seconds (e.g. 2, 0.5 or 500ms), using 2s`,
@@ -79,7 +76,7 @@ func TestResolveAdaptiveConfig(t *testing.T) {
 			if tc.raw != nil {
 				snap.Config.Steering = &platform.SteeringConfig{Adaptive: tc.raw}
 			}
-			got := ResolveAdaptiveConfig(snap)
+			got := ResolveConfig(snap)
 			want := def
 			if tc.want != nil {
 				tc.want(&want)
@@ -115,72 +112,13 @@ func TestResolveAdaptiveConfig(t *testing.T) {
 		})
 	}
 	// What status shows reads back as the same configuration.
-	st := ResolveAdaptiveConfig(&platform.Snapshot{})
+	st := ResolveConfig(&platform.Snapshot{})
 	raw := map[string]string{}
 	for _, o := range st.Options {
 		raw[o.Name] = o.Value
 	}
-	back := ResolveAdaptiveConfig(&platform.Snapshot{Config: platform.Config{Steering: &platform.SteeringConfig{Adaptive: raw}}})
+	back := ResolveConfig(&platform.Snapshot{Config: platform.Config{Steering: &platform.SteeringConfig{Adaptive: raw}}})
 	if back.Config != def || len(back.Problems) != 0 {
 		t.Errorf("status values do not read back: %+v %q", back.Config, back.Problems)
 	}
-}
-
-// The engine resolves the section at each apply in adaptive mode; status
-// shows the effective options with their sources and the bad values in
-// config_errors.
-func TestAdaptiveConfigInStatus(t *testing.T) {
-	ctx := context.Background()
-	e, root := adaptiveEngine(t)
-	conf := filepath.Join(root, "etc/config/packet_steering")
-	b, err := os.ReadFile(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = append(b, "\nconfig adaptive 'adaptive'\n\toption interval '500ms'\n\toption max_moves 'many'\n"...)
-	if err := os.WriteFile(conf, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if got := e.AdaptiveSettings().Config.Interval; got != 2*time.Second {
-		t.Errorf("before the reload: interval %v, want the default", got)
-	}
-	st, err := e.Status(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Until the reload applies it, status shows what the loop runs with.
-	if !hasOption(st.Adaptive.Config, "interval", "2s", plan.SourceDefault) {
-		t.Errorf("status options before the reload %+v", st.Adaptive.Config)
-	}
-	if _, err := e.Apply(ctx, ApplyRequest{Reason: "reload"}); err != nil {
-		t.Fatal(err)
-	}
-	got := e.AdaptiveSettings()
-	if got.Config.Interval != 500*time.Millisecond || got.Config.MaxMoves != 1 || len(got.Problems) != 1 {
-		t.Errorf("after the reload: %+v", got)
-	}
-	st, err = e.Status(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !hasOption(st.Adaptive.Config, "interval", "500ms", plan.SourcePacketSteering) || !hasOption(st.Adaptive.Config, "max_moves", "1", plan.SourceDefault) {
-		t.Errorf("status options %+v", st.Adaptive.Config)
-	}
-	if len(st.ConfigErrors) != 1 || st.ConfigErrors[0].Path != "etc/config/packet_steering" ||
-		!strings.Contains(st.ConfigErrors[0].Error, `packet_steering.adaptive.max_moves: "many" is not a whole number`) {
-		t.Errorf("config errors %+v", st.ConfigErrors)
-	}
-	// The rest of the config still applies: the mode is adaptive.
-	if st.Mode != plan.ModeAdaptive || !st.InSync {
-		t.Errorf("mode %s in sync %v", st.Mode, st.InSync)
-	}
-}
-
-func hasOption(opts []AdaptiveOption, name, value, source string) bool {
-	for _, o := range opts {
-		if o.Name == name {
-			return o.Value == value && o.Source == source
-		}
-	}
-	return false
 }

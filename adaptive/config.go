@@ -1,20 +1,20 @@
-package steering
+package adaptive
 
 import (
 	"fmt"
-	"github.com/packet-steering/packet-steering/plan"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
 // The adaptive loop's options in /etc/config/packet_steering: the first
 // `config adaptive` section (platform reads its options raw; this file
 // owns their names, units, ranges and defaults). Every option is optional;
-// an unset one is DefaultAdaptiveConfig's value.
+// an unset one is DefaultConfig's value.
 //
 //	config adaptive 'adaptive'
 //		option interval '2'            # seconds (or 500ms, 1m)
@@ -46,27 +46,27 @@ type adaptiveOpt struct {
 	// when their combination is refused, the configured ones of the group
 	// go back to their defaults.
 	group string
-	ptr   func(c *AdaptiveConfig) any // *time.Duration, *float64 or *int
+	ptr   func(c *Config) any // *time.Duration, *float64 or *int
 }
 
 // adaptiveOpts is the section's schema, in the order status lists it.
 func adaptiveOpts() []adaptiveOpt {
 	return []adaptiveOpt{
-		{name: "interval", kind: optSeconds, min: 0.1, max: 60, group: "intervals", ptr: func(c *AdaptiveConfig) any { return &c.Interval }},
-		{name: "max_idle_interval", kind: optSeconds, min: 0.1, max: 600, group: "intervals", ptr: func(c *AdaptiveConfig) any { return &c.MaxIdleInterval }},
-		{name: "dwell", kind: optSeconds, min: 0, max: 3600, ptr: func(c *AdaptiveConfig) any { return &c.MinDwell }},
-		{name: "hot_intervals", kind: optCount, min: 1, max: 100, ptr: func(c *AdaptiveConfig) any { return &c.HotIntervals }},
-		{name: "cool_intervals", kind: optCount, min: 1, max: 100, ptr: func(c *AdaptiveConfig) any { return &c.CoolIntervals }},
-		{name: "max_moves", kind: optCount, min: 1, max: 64, ptr: func(c *AdaptiveConfig) any { return &c.MaxMoves }},
-		{name: "high_load", kind: optPercent, min: 1, max: 100, group: "loads", ptr: func(c *AdaptiveConfig) any { return &c.HighLoad }},
-		{name: "low_load", kind: optPercent, min: 1, max: 99, group: "loads", ptr: func(c *AdaptiveConfig) any { return &c.LowLoad }},
-		{name: "busy_load", kind: optPercent, min: 0, max: 100, ptr: func(c *AdaptiveConfig) any { return &c.BusyLoad }},
-		{name: "busy_net_load", kind: optPercent, min: 0, max: 100, ptr: func(c *AdaptiveConfig) any { return &c.BusyNet }},
-		{name: "margin", kind: optPercent, min: 0, max: 100, ptr: func(c *AdaptiveConfig) any { return &c.Margin }},
-		{name: "min_queue_load", kind: optPercent, min: 0, max: 100, ptr: func(c *AdaptiveConfig) any { return &c.MinUnitLoad }},
-		{name: "squeeze_rate", kind: optRate, min: 0, max: 1e9, ptr: func(c *AdaptiveConfig) any { return &c.SqueezeRate }},
-		{name: "drop_rate", kind: optRate, min: 0, max: 1e9, ptr: func(c *AdaptiveConfig) any { return &c.DropRate }},
-		{name: "idle_pps", kind: optRate, min: 0, max: 1e9, ptr: func(c *AdaptiveConfig) any { return &c.IdlePPS }},
+		{name: "interval", kind: optSeconds, min: 0.1, max: 60, group: "intervals", ptr: func(c *Config) any { return &c.Interval }},
+		{name: "max_idle_interval", kind: optSeconds, min: 0.1, max: 600, group: "intervals", ptr: func(c *Config) any { return &c.MaxIdleInterval }},
+		{name: "dwell", kind: optSeconds, min: 0, max: 3600, ptr: func(c *Config) any { return &c.MinDwell }},
+		{name: "hot_intervals", kind: optCount, min: 1, max: 100, ptr: func(c *Config) any { return &c.HotIntervals }},
+		{name: "cool_intervals", kind: optCount, min: 1, max: 100, ptr: func(c *Config) any { return &c.CoolIntervals }},
+		{name: "max_moves", kind: optCount, min: 1, max: 64, ptr: func(c *Config) any { return &c.MaxMoves }},
+		{name: "high_load", kind: optPercent, min: 1, max: 100, group: "loads", ptr: func(c *Config) any { return &c.HighLoad }},
+		{name: "low_load", kind: optPercent, min: 1, max: 99, group: "loads", ptr: func(c *Config) any { return &c.LowLoad }},
+		{name: "busy_load", kind: optPercent, min: 0, max: 100, ptr: func(c *Config) any { return &c.BusyLoad }},
+		{name: "busy_net_load", kind: optPercent, min: 0, max: 100, ptr: func(c *Config) any { return &c.BusyNet }},
+		{name: "margin", kind: optPercent, min: 0, max: 100, ptr: func(c *Config) any { return &c.Margin }},
+		{name: "min_queue_load", kind: optPercent, min: 0, max: 100, ptr: func(c *Config) any { return &c.MinUnitLoad }},
+		{name: "squeeze_rate", kind: optRate, min: 0, max: 1e9, ptr: func(c *Config) any { return &c.SqueezeRate }},
+		{name: "drop_rate", kind: optRate, min: 0, max: 1e9, ptr: func(c *Config) any { return &c.DropRate }},
+		{name: "idle_pps", kind: optRate, min: 0, max: 1e9, ptr: func(c *Config) any { return &c.IdlePPS }},
 	}
 }
 
@@ -85,7 +85,7 @@ func (o adaptiveOpt) accepted() string {
 }
 
 // parse reads raw as the option's value and stores it in c.
-func (o adaptiveOpt) parse(raw string, c *AdaptiveConfig) error {
+func (o adaptiveOpt) parse(raw string, c *Config) error {
 	s := strings.TrimSpace(raw)
 	var v float64
 	var err error
@@ -126,7 +126,7 @@ func (o adaptiveOpt) parse(raw string, c *AdaptiveConfig) error {
 }
 
 // format is the option's value in c, in the form the section takes.
-func (o adaptiveOpt) format(c *AdaptiveConfig) string {
+func (o adaptiveOpt) format(c *Config) string {
 	switch p := o.ptr(c).(type) {
 	case *time.Duration:
 		return p.String()
@@ -141,16 +141,16 @@ func (o adaptiveOpt) format(c *AdaptiveConfig) string {
 	return ""
 }
 
-// ResolveAdaptiveConfig returns the adaptive loop's configuration from the
+// ResolveConfig returns the adaptive loop's configuration from the
 // `config adaptive` section of snap's packet_steering config (defaults
 // where the section or an option is missing). It never fails: a value
 // that does not parse or is out of range, an unknown option, and a
 // combination the loop cannot work with (interval above max_idle_interval,
 // low_load not below high_load) are listed in Problems and their options
 // take their defaults.
-func ResolveAdaptiveConfig(snap *platform.Snapshot) AdaptiveSettings {
-	def := DefaultAdaptiveConfig()
-	st := AdaptiveSettings{Config: def}
+func ResolveConfig(snap *platform.Snapshot) Settings {
+	def := DefaultConfig()
+	st := Settings{Config: def}
 	var raw map[string]string
 	if snap != nil && snap.Config.Steering != nil {
 		raw = snap.Config.Steering.Adaptive
@@ -182,10 +182,10 @@ func ResolveAdaptiveConfig(snap *platform.Snapshot) AdaptiveSettings {
 	// The combinations: a refused group goes back to its defaults.
 	groups := []struct {
 		name, why string
-		ok        func(c *AdaptiveConfig) bool
+		ok        func(c *Config) bool
 	}{
-		{"intervals", "interval must not exceed max_idle_interval", func(c *AdaptiveConfig) bool { return c.Interval <= c.MaxIdleInterval }},
-		{"loads", "low_load must be below high_load", func(c *AdaptiveConfig) bool { return c.LowLoad < c.HighLoad }},
+		{"intervals", "interval must not exceed max_idle_interval", func(c *Config) bool { return c.Interval <= c.MaxIdleInterval }},
+		{"loads", "low_load must be below high_load", func(c *Config) bool { return c.LowLoad < c.HighLoad }},
 	}
 	for _, g := range groups {
 		if g.ok(cfg) {
@@ -211,13 +211,13 @@ func ResolveAdaptiveConfig(snap *platform.Snapshot) AdaptiveSettings {
 		if set[o.name] {
 			src = plan.SourcePacketSteering
 		}
-		st.Options = append(st.Options, AdaptiveOption{Name: o.name, Value: o.format(cfg), Source: src})
+		st.Options = append(st.Options, Option{Name: o.name, Value: o.format(cfg), Source: src})
 	}
 	return st
 }
 
 // reset puts the option's default from def into c.
-func (o adaptiveOpt) reset(c, def *AdaptiveConfig) {
+func (o adaptiveOpt) reset(c, def *Config) {
 	switch p := o.ptr(c).(type) {
 	case *time.Duration:
 		*p = *o.ptr(def).(*time.Duration)
@@ -236,14 +236,14 @@ func adaptiveOptNames(opts []adaptiveOpt) string {
 	return strings.Join(names, ", ")
 }
 
-// adaptiveConfigErrors lists the problems of snap's adaptive section as
+// ConfigErrors lists the problems of snap's adaptive section as
 // config errors of the packet_steering file.
-func adaptiveConfigErrors(snap *platform.Snapshot) []platform.Gap {
+func ConfigErrors(snap *platform.Snapshot) []platform.Gap {
 	if snap == nil || snap.Config.Steering == nil || snap.Config.Steering.Adaptive == nil {
 		return nil
 	}
 	var out []platform.Gap
-	for _, p := range ResolveAdaptiveConfig(snap).Problems {
+	for _, p := range ResolveConfig(snap).Problems {
 		out = append(out, platform.Gap{Path: "etc/config/packet_steering", Error: p})
 	}
 	return out

@@ -1,21 +1,21 @@
-package steering
+package adaptive
 
 import (
 	"fmt"
-	"github.com/packet-steering/packet-steering/plan"
 	"sort"
 	"strconv"
 	"time"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
 // The adaptive mode's decisions (see adaptive.go).
 
-// AdaptiveUnits lists the units of plan p (made for snap in auto or
+// Units lists the units of plan p (made for snap in auto or
 // adaptive mode, before deviations), in plan order, with CPU = Home.
-func AdaptiveUnits(snap *platform.Snapshot, p *plan.Plan) []AdaptiveUnit {
+func Units(snap *platform.Snapshot, p *plan.Plan) []Unit {
 	if snap == nil || p == nil {
 		return nil
 	}
@@ -30,12 +30,12 @@ func AdaptiveUnits(snap *platform.Snapshot, p *plan.Plan) []AdaptiveUnit {
 		}
 	}
 	pairs := plan.PairQueues(snap)
-	var out []AdaptiveUnit
+	var out []Unit
 	for i := range snap.Devices {
 		d := &snap.Devices[i]
 		dp := pairs.Device(d.Name)
 		for qi, q := range d.RxQueues {
-			u := AdaptiveUnit{Device: d.Name, Queue: q.Name}
+			u := Unit{Device: d.Name, Queue: q.Name}
 			if qi < len(dp.Rx) && dp.Rx[qi].Thread != nil {
 				u.PID = dp.Rx[qi].Thread.PID
 			}
@@ -70,8 +70,8 @@ func AdaptiveUnits(snap *platform.Snapshot, p *plan.Plan) []AdaptiveUnit {
 	return out
 }
 
-// onlineSet is the snapshot's online CPUs.
-func onlineSet(snap *platform.Snapshot) cpuset.Set {
+// OnlineSet is the snapshot's online CPUs.
+func OnlineSet(snap *platform.Snapshot) cpuset.Set {
 	var s cpuset.Set
 	for _, c := range snap.CPUs {
 		if c.Online {
@@ -100,11 +100,11 @@ func layDeviations(snap *platform.Snapshot, p *plan.Plan, devs []Deviation) (*pl
 		return p, nil, nil
 	}
 	pairs := plan.PairQueues(snap)
-	units := map[string]AdaptiveUnit{}
-	for _, u := range AdaptiveUnits(snap, p) {
+	units := map[string]Unit{}
+	for _, u := range Units(snap, p) {
 		units[u.Key()] = u
 	}
-	online := onlineSet(snap)
+	online := OnlineSet(snap)
 	out := *p
 	out.Actions = append([]plan.Action(nil), p.Actions...)
 	var kept []Deviation
@@ -130,7 +130,7 @@ func layDeviations(snap *platform.Snapshot, p *plan.Plan, devs []Deviation) (*pl
 		to := cpuset.Of(d.CPU)
 		var irq int
 		if u.Kind == UnitNAPI {
-			if dev := snapDevice(snap, u.Device); dev != nil {
+			if dev := snap.Device(u.Device); dev != nil {
 				dp := pairs.Device(dev.Name)
 				for qi, q := range dev.RxQueues {
 					if q.Name == u.Queue && qi < len(dp.Rx) && dp.Rx[qi].IRQ != nil {
@@ -159,7 +159,7 @@ func layDeviations(snap *platform.Snapshot, p *plan.Plan, devs []Deviation) (*pl
 
 // hasRxQueue reports whether snap has the device's rx queue.
 func hasRxQueue(snap *platform.Snapshot, dev, queue string) bool {
-	if d := snapDevice(snap, dev); d != nil {
+	if d := snap.Device(dev); d != nil {
 		for _, q := range d.RxQueues {
 			if q.Name == queue {
 				return true
@@ -183,13 +183,13 @@ type Decision struct {
 	Loads []CPULoad
 }
 
-// AdaptiveController decides moves from a series of samples. It holds the
+// Controller decides moves from a series of samples. It holds the
 // state the hysteresis needs (previous samples, hot and cool streaks, the
 // last move of each unit) and is not safe for concurrent use.
-type AdaptiveController struct {
-	cfg       AdaptiveConfig
-	prev      *LoadSample // the last sample of any kind
-	prevFull  *LoadSample // the last full sample
+type Controller struct {
+	cfg       Config
+	prev      *Sample // the last sample of any kind
+	prevFull  *Sample // the last full sample
 	next      time.Duration
 	hot       map[int]int
 	cool      map[string]int
@@ -199,13 +199,13 @@ type AdaptiveController struct {
 	units     bool // the last full sample had units at all
 }
 
-// NewAdaptiveController returns a controller; the configuration must pass
+// NewController returns a controller; the configuration must pass
 // Check.
-func NewAdaptiveController(cfg AdaptiveConfig) (*AdaptiveController, error) {
+func NewController(cfg Config) (*Controller, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	return &AdaptiveController{
+	return &Controller{
 		cfg:       cfg,
 		next:      cfg.Interval,
 		hot:       map[int]int{},
@@ -218,15 +218,15 @@ func NewAdaptiveController(cfg AdaptiveConfig) (*AdaptiveController, error) {
 
 // Hold keeps a unit where it is until the given time (the loop calls it
 // when an apply of a move failed: the kernel refused the placement).
-func (c *AdaptiveController) Hold(key string, until time.Time) { c.holdUntil[key] = until }
+func (c *Controller) Hold(key string, until time.Time) { c.holdUntil[key] = until }
 
 // Moved records that a unit was moved at t (Step records its own moves;
 // the loop calls it for moves made otherwise).
-func (c *AdaptiveController) Moved(key string, t time.Time) { c.lastMove[key] = t }
+func (c *Controller) Moved(key string, t time.Time) { c.lastMove[key] = t }
 
 // Step takes the next sample and returns the decision. Samples must come
 // in time order; a sample no later than the previous one is ignored.
-func (c *AdaptiveController) Step(s LoadSample) Decision {
+func (c *Controller) Step(s Sample) Decision {
 	d := Decision{Next: c.cfg.Interval, WantFull: true}
 	prev := c.prev
 	if prev != nil && !s.Time.After(prev.Time) {
@@ -288,7 +288,7 @@ func (c *AdaptiveController) Step(s LoadSample) Decision {
 
 // wantFull: a full sample is needed while traffic flows and there are
 // units to move, and while any unit is away from its auto CPU.
-func (c *AdaptiveController) wantFull(active bool) bool {
+func (c *Controller) wantFull(active bool) bool {
 	return c.deviated || (active && c.units)
 }
 
@@ -309,12 +309,12 @@ func delta(a, b uint64) uint64 {
 
 // unitState is a unit's load over the interval and where it is.
 type unitState struct {
-	u    AdaptiveUnit
+	u    Unit
 	load float64
 }
 
 // decide computes the loads over the interval prev..cur and the moves.
-func (c *AdaptiveController) decide(prev, cur *LoadSample, active bool) ([]CPULoad, []Move) {
+func (c *Controller) decide(prev, cur *Sample, active bool) ([]CPULoad, []Move) {
 	dt := cur.Time.Sub(prev.Time).Seconds()
 	pc := byCPU(prev.CPUs)
 	prevUnits := map[string]UnitCounters{}
@@ -492,7 +492,7 @@ func (c *AdaptiveController) decide(prev, cur *LoadSample, active bool) ([]CPULo
 }
 
 // mayMove: the unit's dwell time is over and it is not held.
-func (c *AdaptiveController) mayMove(key string, now time.Time) bool {
+func (c *Controller) mayMove(key string, now time.Time) bool {
 	if t, ok := c.lastMove[key]; ok && now.Sub(t) < c.cfg.MinDwell {
 		return false
 	}
@@ -503,7 +503,7 @@ func (c *AdaptiveController) mayMove(key string, now time.Time) bool {
 }
 
 // saturated names the measure by which a CPU cannot keep up, or "".
-func (c *AdaptiveController) saturated(l CPULoad) string {
+func (c *Controller) saturated(l CPULoad) string {
 	switch {
 	case c.cfg.DropRate > 0 && l.DropPS >= c.cfg.DropRate:
 		return "dropped " + strconv.FormatFloat(l.DropPS, 'f', 0, 64) + "/s"
