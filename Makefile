@@ -81,7 +81,7 @@ test-cross:
 # deps.sh installs). -short leaves out the kernel and timing tests, which
 # test-go has just run (and, with PACKET_STEERING_REQUIRE_KERNEL=1, proved
 # ran), so the switch is cleared for this run.
-RACE_PKGS := ./internal/ubus/... ./ubusobj ./internal/uci ./steering ./platform ./cmd/packet-steering
+RACE_PKGS := ./internal/ubus/... ./ubusobj ./internal/uci ./steering ./adaptive ./platform ./daemon ./cmd/packet-steering
 test-race:
 	PACKET_STEERING_REQUIRE_KERNEL= CGO_ENABLED=1 $(GO) test -race -short -count=1 -timeout 20m $(RACE_PKGS)
 

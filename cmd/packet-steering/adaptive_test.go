@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/packet-steering/packet-steering/adaptive"
+	"github.com/packet-steering/packet-steering/daemon"
 	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/internal/testenv"
 	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
@@ -367,14 +368,15 @@ func TestDaemonAdaptiveOptionsReload(t *testing.T) {
 // serveTestDaemon serves a daemon for root on the broker at sock until the
 // test ends (its error, if any, fails the test) and returns its log, once
 // the object is registered. A zero acfg takes the loop's options from UCI.
-func serveTestDaemon(t *testing.T, sock, root string, acfg adaptive.Config) *lockedBuffer {
+func serveTestDaemon(t *testing.T, sock, root string, acfg adaptive.Config) *testenv.Buffer {
 	t.Helper()
-	log := &lockedBuffer{}
+	log := &testenv.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- serveDaemon(ctx, daemonConfig{socket: sock, engine: steering.NewEngine(root), log: newDaemonLogger(log, true),
-			connectWait: 2 * time.Second, drainWait: 5 * time.Second, adaptive: acfg})
+		eng := steering.NewEngine(root)
+		done <- daemon.Serve(ctx, daemon.Config{Socket: sock, Engine: eng, Loop: eng, Log: daemon.NewLogger(log, true),
+			ConnectWait: 2 * time.Second, DrainWait: 5 * time.Second, Adaptive: acfg})
 	}()
 	t.Cleanup(func() {
 		cancel()

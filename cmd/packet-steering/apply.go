@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/packet-steering/packet-steering/daemon"
 	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/steering"
 	"github.com/packet-steering/packet-steering/ubusobj"
@@ -49,15 +50,15 @@ func runApply(ctx context.Context, env *cliEnv, args []string) error {
 func syslogApply(env *cliEnv, reason string, res *steering.Result, applyErr error) {
 	path := env.syslogPath
 	if path == "" {
-		path = defaultSyslogPath
+		path = daemon.DefaultSyslogPath
 	}
-	sys, err := dialSyslog(path, "packet-steering")
+	sys, err := daemon.DialSyslog(path, "packet-steering")
 	if err != nil {
 		fmt.Fprintf(env.stderr, "packet-steering apply: not logged: %v\n", err)
 		return
 	}
 	defer sys.Close()
-	log := newSyslogLogger(sys, env.stderr, false)
+	log := daemon.NewSyslogLogger(sys, env.stderr, false)
 	if applyErr != nil {
 		log.Error("apply failed", "reason", reason, "err", applyErr)
 		return

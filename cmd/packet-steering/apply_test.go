@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/steering"
 )
@@ -175,7 +176,7 @@ func TestStatusCommand(t *testing.T) {
 // err; without --syslog, or with --dry-run, nothing is sent.
 func TestApplySyslog(t *testing.T) {
 	root := cliRoot(t)
-	l, path, tag := listenSyslog(t)
+	l, path, tag := testenv.ListenSyslog(t)
 	for _, tc := range []struct {
 		name string
 		args []string

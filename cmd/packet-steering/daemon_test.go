@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packet-steering/packet-steering/daemon"
 	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/internal/testenv"
 	"github.com/packet-steering/packet-steering/internal/ubus"
@@ -24,42 +25,27 @@ import (
 	"github.com/packet-steering/packet-steering/ubusobj"
 )
 
-// lockedBuffer is a log sink safe for the daemon's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // testDaemon is a daemon running in-process on its own goroutine.
 type testDaemon struct {
-	stop func()         // SIGTERM: cancel and wait for the exit
-	hup  chan os.Signal // SIGHUP
-	log  *lockedBuffer  // what it logged
-	done <-chan error   // its return value
+	stop func()          // SIGTERM: cancel and wait for the exit
+	hup  chan os.Signal  // SIGHUP
+	log  *testenv.Buffer // what it logged
+	done <-chan error    // its return value
 }
 
 func startDaemon(t *testing.T, sock string, eng ubusobj.Engine) *testDaemon {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &testDaemon{hup: make(chan os.Signal, 1), log: &lockedBuffer{}}
+	d := &testDaemon{hup: make(chan os.Signal, 1), log: &testenv.Buffer{}}
 	done := make(chan error, 1)
 	d.done = done
-	go func() {
-		done <- serveDaemon(ctx, daemonConfig{socket: sock, engine: eng, log: newDaemonLogger(d.log, true),
-			hup: d.hup, connectWait: 2 * time.Second, drainWait: 10 * time.Second})
-	}()
+	cfg := daemon.Config{Socket: sock, Engine: eng, Log: daemon.NewLogger(d.log, true),
+		Hup: d.hup, ConnectWait: 2 * time.Second, DrainWait: 10 * time.Second}
+	if l, ok := eng.(daemon.AdaptiveLoop); ok {
+		// A real engine runs the adaptive loop, as daemon.Run's does.
+		cfg.Loop = l
+	}
+	go func() { done <- daemon.Serve(ctx, cfg) }()
 	var once sync.Once
 	d.stop = func() {
 		once.Do(func() {
@@ -734,57 +720,18 @@ func TestCallTimeoutAndNotFound(t *testing.T) {
 	}
 }
 
-// A series of pokes trims once, after the last one; nothing runs while idle.
-func TestIdleTrimmer(t *testing.T) {
-	trims := make(chan time.Time, 10)
-	it := &idleTrimmer{after: 100 * time.Millisecond, trim: func() { trims <- time.Now() }}
-	defer it.stop()
-	var last time.Time
-	for i := 0; i < 5; i++ {
-		// Taken before the poke, which arms the timer: the trim can come
-		// no earlier than 100ms after this (after the poke returns, a
-		// slow machine may already be some way into the wait).
-		last = time.Now()
-		it.poke()
-		time.Sleep(20 * time.Millisecond)
-	}
-	select {
-	case at := <-trims:
-		if d := at.Sub(last); d < 100*time.Millisecond {
-			t.Errorf("trimmed %v after the last poke, want >= 100ms", d)
-		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("no trim after the pokes")
-	}
-	select {
-	case <-trims:
-		t.Fatal("a second trim without a poke")
-	case <-time.After(300 * time.Millisecond):
-	}
-	// A poke after a trim arms it again; stop cancels it.
-	it.poke()
-	<-trims
-	it.poke()
-	it.stop()
-	select {
-	case <-trims:
-		t.Fatal("trim after stop")
-	case <-time.After(300 * time.Millisecond):
-	}
-}
-
 // The daemon trims after its start apply and after each call, once.
 func TestDaemonTrimsWhenIdle(t *testing.T) {
 	root := fixturetest.Root(t, "demo", nil)
 	_, sock := ubustest.Start(t)
 	trims := make(chan struct{}, 10)
 	ctx, cancel := context.WithCancel(context.Background())
-	log := &lockedBuffer{}
+	log := &testenv.Buffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- serveDaemon(ctx, daemonConfig{socket: sock, engine: steering.NewEngine(root),
-			log: newDaemonLogger(log, false), hup: make(chan os.Signal), connectWait: 2 * time.Second,
-			drainWait: 5 * time.Second, trimIdle: 50 * time.Millisecond, trim: func() { trims <- struct{}{} }})
+		done <- daemon.Serve(ctx, daemon.Config{Socket: sock, Engine: steering.NewEngine(root),
+			Log: daemon.NewLogger(log, false), Hup: make(chan os.Signal), ConnectWait: 2 * time.Second,
+			DrainWait: 5 * time.Second, TrimIdle: 50 * time.Millisecond, Trim: func() { trims <- struct{}{} }})
 	}()
 	defer func() {
 		cancel()

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/packet-steering/packet-steering/daemon"
 	"github.com/packet-steering/packet-steering/internal/demo"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
@@ -28,8 +30,9 @@ const demoSummary = "run a demo router with the LuCI page in a browser"
 // runDemo is `packet-steering demo [--port 8080] [--dir DIR] [--preset NAME]
 // [--pps N]`: a simulated router (a fixture preset, by default "demo", a
 // 4-CPU ipq807x with wifi, built in DIR/root), an in-process ubus
-// broker on DIR/ubus.sock, the packet_steering object served on it by the
-// daemon's logic, and the LuCI page on http://127.0.0.1:PORT/. It runs until
+// broker on DIR/ubus.sock, the daemon (package daemon, as on a router:
+// the start apply, the adaptive loop in mode adaptive) serving
+// packet_steering on it, and the LuCI page on http://127.0.0.1:PORT/. It runs until
 // ctx is cancelled (Ctrl-C), then stops everything and, unless --dir was
 // given, removes the temporary directory.
 func runDemo(ctx context.Context, env *cliEnv, args []string) error {
@@ -55,7 +58,7 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) error {
 		return usagef("--preset %q: want one of %s", *preset, strings.Join(fixture.PresetNames(), ", "))
 	}
 
-	d, err := startDemo(ctx, *dir, *port, *pps, *preset)
+	d, err := startDemo(ctx, *dir, *port, *pps, *preset, env.stderr)
 	if err != nil {
 		return err
 	}
@@ -81,17 +84,24 @@ type demoRun struct {
 	page            string // the LuCI page's URL
 
 	broker *ubustest.Broker
-	daemon *ubus.Conn
-	object *ubusobj.Object
-	bridge *ubus.Conn
-	cancel context.CancelFunc
-	served chan error
+	// stopDaemon ends the daemon (as SIGTERM does); daemonDone reports
+	// its return.
+	stopDaemon context.CancelFunc
+	daemonDone chan error
+	bridge     *ubus.Conn
+	cancel     context.CancelFunc
+	served     chan error
 	// pps > 0 runs the simulated load; traffic reports its end.
 	pps     int
 	traffic chan error
 }
 
-func startDemo(ctx context.Context, dir string, port, pps int, preset string) (d *demoRun, err error) {
+// demoStartWait bounds how long startDemo waits for the daemon's start
+// apply.
+const demoStartWait = 10 * time.Second
+
+// startDemo starts the demo; the daemon logs to log.
+func startDemo(ctx context.Context, dir string, port, pps int, preset string, log io.Writer) (d *demoRun, err error) {
 	d = &demoRun{dir: dir, pps: pps}
 	defer func() {
 		if err != nil {
@@ -130,23 +140,24 @@ func startDemo(ctx context.Context, dir string, port, pps int, preset string) (d
 		return d, fmt.Errorf("demo: ubus broker: %w", err)
 	}
 
-	// The daemon's side: the packet_steering object on its own connection.
-	if d.daemon, err = ubus.Dial(ctx, d.sock); err != nil {
-		return d, fmt.Errorf("demo: daemon connection: %w", err)
-	}
+	// The daemon, as on a router: it connects, registers packet_steering,
+	// applies (reason "start") and serves, and runs the adaptive loop
+	// while the mode is adaptive.
 	engine := steering.NewEngine(d.root)
-	d.object = ubusobj.New(engine, ubusobj.Options{Events: d.daemon})
-	if err := d.daemon.AddObject(ctx, d.object.UbusObject()); err != nil {
-		return d, fmt.Errorf("demo: register %s: %w", ubusobj.Path, err)
-	}
-	// Like the daemon at boot: make the machine match the configured plan.
-	if _, err := d.object.Apply(ctx, steering.ApplyRequest{Reason: "demo start"}); err != nil {
-		return d, fmt.Errorf("demo: first apply: %w", err)
-	}
-
+	dctx, stopDaemon := context.WithCancel(context.Background())
+	d.stopDaemon, d.daemonDone = stopDaemon, make(chan error, 1)
+	go func() {
+		d.daemonDone <- daemon.Serve(dctx, daemon.Config{
+			Socket: d.sock, Engine: engine, Loop: engine, Log: daemon.NewLogger(log, false),
+			ConnectWait: 2 * time.Second, DrainWait: daemon.DrainWait,
+		})
+	}()
 	// The web side: a second client, as uhttpd is on a router.
 	if d.bridge, err = ubus.Dial(ctx, d.sock); err != nil {
 		return d, fmt.Errorf("demo: bridge connection: %w", err)
+	}
+	if err := waitStarted(ctx, d.bridge, demoStartWait); err != nil {
+		return d, err
 	}
 	srv, err := demo.NewServer(demo.Config{
 		Bus:      demo.UbusBus{C: d.bridge},
@@ -168,10 +179,32 @@ func startDemo(ctx context.Context, dir string, port, pps int, preset string) (d
 	go func() { d.served <- srv.Serve(sctx, ln) }()
 	if pps > 0 {
 		d.traffic = make(chan error, 1)
-		tr := demo.Traffic{Root: d.root, Queues: engine, PPS: float64(pps), Vary: 0.3}
+		tr := demo.Traffic{Root: d.root, Queues: demo.BusQueues{Bus: demo.UbusBus{C: d.bridge}}, PPS: float64(pps), Vary: 0.3}
 		go func() { d.traffic <- tr.Run(sctx) }()
 	}
 	return d, nil
+}
+
+// waitStarted waits until the daemon's start apply is done: its status
+// shows a last apply.
+func waitStarted(ctx context.Context, c *ubus.Conn, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		out, err := c.Call(ctx, ubusobj.Path, "status", nil)
+		if err == nil {
+			for _, a := range out {
+				if a.Name == "last_apply" {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("demo: the daemon did not apply within %v (last: %v)", wait, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // demoHostname is the board's model as the fixture root shows it.
@@ -230,17 +263,12 @@ func (d *demoRun) stop() error {
 		_ = d.bridge.Close()
 		d.bridge = nil
 	}
-	if d.object != nil {
-		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := d.object.Drain(dctx); err != nil {
-			errs = append(errs, fmt.Errorf("demo: drain: %w", err))
+	if d.stopDaemon != nil {
+		d.stopDaemon()
+		if err := <-d.daemonDone; err != nil {
+			errs = append(errs, fmt.Errorf("demo: daemon: %w", err))
 		}
-		cancel()
-		d.object = nil
-	}
-	if d.daemon != nil {
-		_ = d.daemon.Close()
-		d.daemon = nil
+		d.stopDaemon = nil
 	}
 	if d.broker != nil {
 		if err := d.broker.Close(); err != nil {

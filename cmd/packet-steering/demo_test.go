@@ -265,7 +265,7 @@ func TestDemoUsage(t *testing.T) {
 func TestDemoPresets(t *testing.T) {
 	for _, name := range fixture.PresetNames() {
 		t.Run(name, func(t *testing.T) {
-			d, err := startDemo(context.Background(), filepath.Join(t.TempDir(), "d"), 0, 0, name)
+			d, err := startDemo(context.Background(), filepath.Join(t.TempDir(), "d"), 0, 0, name, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -289,7 +289,7 @@ func TestDemoPresets(t *testing.T) {
 // BenchmarkDemoUbusStatus is one LuCI status call through the demo's HTTP
 // /ubus bridge, the broker and the packet_steering object on the demo router.
 func BenchmarkDemoUbusStatus(b *testing.B) {
-	d, err := startDemo(context.Background(), filepath.Join(b.TempDir(), "d"), 0, 0, "demo")
+	d, err := startDemo(context.Background(), filepath.Join(b.TempDir(), "d"), 0, 0, "demo", io.Discard)
 	if err != nil {
 		b.Fatal(err)
 	}

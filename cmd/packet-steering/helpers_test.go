@@ -1,11 +1,9 @@
 package main
 
 import (
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,20 +11,6 @@ import (
 
 	"github.com/packet-steering/packet-steering/internal/testenv"
 )
-
-// listenSyslog is a stand-in for logd's /dev/log: a datagram socket in a
-// temporary directory, closed when the test ends. It returns the socket,
-// its path and the tag a record of this process starts with.
-func listenSyslog(t *testing.T) (l *net.UnixConn, path, tag string) {
-	t.Helper()
-	path = filepath.Join(t.TempDir(), "log")
-	l, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l, path, "packet-steering[" + strconv.Itoa(os.Getpid()) + "]: "
-}
 
 // writeTree writes files (a path below root -> its content) and then links
 // (a path below root -> the link's target) below root, making the
@@ -57,8 +41,8 @@ func writeTree(t *testing.T, root string, files, links map[string]string) {
 // this test binary re-executed as the helper "daemon" (TestMain).
 type daemonProcess struct {
 	cmd    *exec.Cmd
-	stderr *lockedBuffer // the daemon's log
-	exited chan struct{} // closed once it has exited; then err is its Wait error
+	stderr *testenv.Buffer // the daemon's log
+	exited chan struct{}   // closed once it has exited; then err is its Wait error
 	err    error
 }
 
@@ -72,7 +56,7 @@ func startDaemonProcess(t *testing.T, sock, root string) *daemonProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &daemonProcess{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	d := &daemonProcess{cmd: cmd, stderr: &testenv.Buffer{}, exited: make(chan struct{})}
 	cmd.Stderr = d.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

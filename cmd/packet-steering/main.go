@@ -30,7 +30,7 @@ type cliEnv struct {
 	stderr io.Writer
 	stdin  io.Reader
 	// syslogPath is the system log socket of `apply --syslog` ("":
-	// defaultSyslogPath, /dev/log).
+	// daemon.DefaultSyslogPath, /dev/log).
 	syslogPath string
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/packet-steering/packet-steering/daemon"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/steering"
 	"github.com/packet-steering/packet-steering/ubusobj"
@@ -67,11 +68,11 @@ func runPlugin(ctx context.Context, env *cliEnv, args []string, cfg pluginConfig
 		defer cancel()
 		// rpcd discards stderr: on a router, applies and failures go to
 		// the system log as the daemon's do.
-		log := newDaemonLogger(env.stderr, false)
+		log := daemon.NewLogger(env.stderr, false)
 		if cfg.root == "/" {
-			if sys, err := dialSyslog(defaultSyslogPath, "packet-steering"); err == nil {
+			if sys, err := daemon.DialSyslog(daemon.DefaultSyslogPath, "packet-steering"); err == nil {
 				defer sys.Close()
-				log = newSyslogLogger(sys, env.stderr, false)
+				log = daemon.NewSyslogLogger(sys, env.stderr, false)
 			}
 		}
 		obj := ubusobj.New(eng, ubusobj.Options{Server: steering.ServerRPCD, Logger: log})

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -11,13 +12,54 @@ import (
 	"time"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
-	"github.com/packet-steering/packet-steering/steering"
 )
 
-// QueueSource is the live view of every device's rx queues (the steering
-// engine's Queues).
+// Device is one device's rx queues as packet_steering get_queues shows
+// them: the part of its reply the traffic model reads.
+type Device struct {
+	Name string    `json:"name"`
+	Rx   []RxQueue `json:"rx"`
+}
+
+// RxQueue is one rx queue with its live RPS mask and the CPUs of its NAPI
+// thread and IRQ (nil when it has none).
+type RxQueue struct {
+	Queue   string `json:"queue"`
+	RPSCPUs string `json:"rps_cpus"`
+	NAPI    *CPUs  `json:"napi,omitempty"`
+	IRQ     *CPUs  `json:"irq,omitempty"`
+}
+
+// CPUs is a thread's or an IRQ's live cpu list.
+type CPUs struct {
+	CPUs string `json:"cpus"`
+}
+
+// QueueSource is the live view of every device's rx queues.
 type QueueSource interface {
-	Queues(ctx context.Context, device string) ([]steering.DeviceQueues, error)
+	Queues(ctx context.Context) ([]Device, error)
+}
+
+// BusQueues reads the queues with packet_steering get_queues over a Bus,
+// as the LuCI page does.
+type BusQueues struct{ Bus Bus }
+
+// Queues implements QueueSource.
+func (b BusQueues) Queues(ctx context.Context) ([]Device, error) {
+	st, out, err := b.Bus.Call(ctx, "packet_steering", "get_queues", json.RawMessage(`{}`))
+	if err != nil {
+		return nil, err
+	}
+	if st != 0 {
+		return nil, fmt.Errorf("packet_steering get_queues: ubus status %d", st)
+	}
+	var reply struct {
+		Devices []Device `json:"devices"`
+	}
+	if err := json.Unmarshal(out, &reply); err != nil {
+		return nil, fmt.Errorf("packet_steering get_queues: %w", err)
+	}
+	return reply.Devices, nil
 }
 
 // Traffic simulates receive traffic on a fixture root, for the demo only:
@@ -73,7 +115,7 @@ func (t Traffic) Run(ctx context.Context) error {
 
 // Step adds dt worth of packets at time now.
 func (t Traffic) Step(ctx context.Context, now time.Time, dt time.Duration) error {
-	devs, err := t.Queues.Queues(ctx, "")
+	devs, err := t.Queues.Queues(ctx)
 	if err != nil {
 		return fmt.Errorf("demo traffic: %w", err)
 	}
@@ -103,7 +145,7 @@ func (t Traffic) Step(ctx context.Context, now time.Time, dt time.Duration) erro
 
 // carriesTraffic: devices with a NAPI thread or an IRQ of their own per
 // queue, i.e. the hardware rings the demo feeds.
-func carriesTraffic(d steering.DeviceQueues) bool {
+func carriesTraffic(d Device) bool {
 	for _, rx := range d.Rx {
 		if rx.NAPI != nil || rx.IRQ != nil {
 			return true
@@ -114,7 +156,7 @@ func carriesTraffic(d steering.DeviceQueues) bool {
 
 // queueCPUs is where an rx queue's packets are processed under the live
 // values.
-func queueCPUs(rx steering.RxQueueView) []int {
+func queueCPUs(rx RxQueue) []int {
 	if s, err := cpuset.ParseMask(rx.RPSCPUs); err == nil && !s.IsEmpty() {
 		return s.CPUs()
 	}

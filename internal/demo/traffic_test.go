@@ -7,13 +7,11 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/packet-steering/packet-steering/steering"
 )
 
-type fakeQueues []steering.DeviceQueues
+type fakeQueues []Device
 
-func (f fakeQueues) Queues(context.Context, string) ([]steering.DeviceQueues, error) { return f, nil }
+func (f fakeQueues) Queues(context.Context) ([]Device, error) { return f, nil }
 
 func TestTrafficStep(t *testing.T) {
 	root := t.TempDir()
@@ -34,16 +32,16 @@ func TestTrafficStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	qs := fakeQueues{
-		{Name: "eth0", Rx: []steering.RxQueueView{
+		{Name: "eth0", Rx: []RxQueue{
 			// No RPS: the NAPI thread's CPU.
-			{Queue: "rx-0", RPSCPUs: "0", NAPI: &steering.NAPIView{CPUs: "1"}},
+			{Queue: "rx-0", RPSCPUs: "0", NAPI: &CPUs{CPUs: "1"}},
 			// RPS to CPUs 2 and 3 wins over the NAPI thread.
-			{Queue: "rx-1", RPSCPUs: "c", NAPI: &steering.NAPIView{CPUs: "0"}},
+			{Queue: "rx-1", RPSCPUs: "c", NAPI: &CPUs{CPUs: "0"}},
 			// No RPS, no NAPI thread: the IRQ's CPUs.
-			{Queue: "rx-2", RPSCPUs: "", IRQ: &steering.IRQView{CPUs: "0-1"}},
+			{Queue: "rx-2", RPSCPUs: "", IRQ: &CPUs{CPUs: "0-1"}},
 		}},
 		// No NAPI thread or IRQ per queue: carries no simulated traffic.
-		{Name: "br-lan", Rx: []steering.RxQueueView{{Queue: "rx-0", RPSCPUs: "f"}}},
+		{Name: "br-lan", Rx: []RxQueue{{Queue: "rx-0", RPSCPUs: "f"}}},
 	}
 	tr := Traffic{Root: root, Queues: qs, PPS: 1000}
 	if err := tr.Step(context.Background(), time.Now(), 2*time.Second); err != nil {

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
 	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
@@ -33,12 +34,12 @@ func TestDaemonTakesOverWhenStockServiceStarts(t *testing.T) {
 
 	takeovers := make(chan struct{}, 8)
 	dctx, stop := context.WithCancel(context.Background())
-	log := &lockedBuffer{}
+	log := &testenv.Buffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- serveDaemon(dctx, daemonConfig{socket: sock, engine: steering.NewEngine(root),
-			log: newDaemonLogger(log, true), connectWait: 2 * time.Second, drainWait: time.Second,
-			takeover: func(context.Context, func(string)) { takeovers <- struct{}{} }})
+		done <- Serve(dctx, Config{Socket: sock, Engine: steering.NewEngine(root),
+			Log: NewLogger(log, true), ConnectWait: 2 * time.Second, DrainWait: time.Second,
+			Takeover: func(context.Context, func(string)) { takeovers <- struct{}{} }})
 	}()
 	defer func() {
 		stop()
@@ -90,7 +91,7 @@ func TestDaemonTakesOverWhenStockServiceStarts(t *testing.T) {
 func TestServiceWatchCoalesces(t *testing.T) {
 	release := make(chan struct{})
 	runs := make(chan struct{}, 16)
-	w := &serviceWatch{log: newDaemonLogger(&lockedBuffer{}, false), apply: func(string) {},
+	w := &serviceWatch{log: NewLogger(&testenv.Buffer{}, false), apply: func(string) {},
 		takeover: func(context.Context, func(string)) { runs <- struct{}{}; <-release }}
 	start := []ubus.Attr{ubus.String("service", stockService)}
 	w.notified("service.start", start)
@@ -204,9 +205,9 @@ func TestTakeoverFallsBackToProcd(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			log := &lockedBuffer{}
+			log := &testenv.Buffer{}
 			var applied []string
-			runTakeover(newDaemonLogger(log, false), sock)(ctx, func(reason string) { applied = append(applied, reason) })
+			runTakeover(NewLogger(log, false), sock)(ctx, func(reason string) { applied = append(applied, reason) })
 			close(deletes)
 			var got []string
 			for d := range deletes {

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"errors"
@@ -10,13 +10,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// syslogSink sends records to the local syslog socket (/dev/log, read by
+// SyslogSink sends records to the local syslog socket (/dev/log, read by
 // OpenWrt's logd or busybox syslogd) as datagrams in the BSD syslog format
 // without time stamp, `<PRI>TAG[PID]: MESSAGE`, as libc's syslog(3) sends
 // them; the daemon then shows in logread as
 // `daemon.info packet-steering[442]: applied ...`. It uses a raw unix
 // socket: log/syslog would link the net package into the router binary.
-type syslogSink struct {
+type SyslogSink struct {
 	mu   sync.Mutex
 	path string
 	fd   int // -1 when not connected
@@ -26,19 +26,19 @@ type syslogSink struct {
 // syslogFacilityDaemon is LOG_DAEMON.
 const syslogFacilityDaemon = 3
 
-// defaultSyslogPath is where logd listens.
-const defaultSyslogPath = "/dev/log"
+// DefaultSyslogPath is where logd listens.
+const DefaultSyslogPath = "/dev/log"
 
-// dialSyslog connects to the syslog socket at path.
-func dialSyslog(path, tag string) (*syslogSink, error) {
-	s := &syslogSink{path: path, fd: -1, tag: tag + "[" + strconv.Itoa(os.Getpid()) + "]: "}
+// DialSyslog connects to the syslog socket at path.
+func DialSyslog(path, tag string) (*SyslogSink, error) {
+	s := &SyslogSink{path: path, fd: -1, tag: tag + "[" + strconv.Itoa(os.Getpid()) + "]: "}
 	if err := s.connect(); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *syslogSink) connect() error {
+func (s *SyslogSink) connect() error {
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("syslog socket: %w", err)
@@ -52,7 +52,7 @@ func (s *syslogSink) connect() error {
 }
 
 // header appends `<PRI>TAG[PID]: ` for severity sev.
-func (s *syslogSink) header(b []byte, sev int) []byte {
+func (s *SyslogSink) header(b []byte, sev int) []byte {
 	b = append(b, '<')
 	b = strconv.AppendInt(b, int64(syslogFacilityDaemon<<3|sev), 10)
 	b = append(b, '>')
@@ -60,10 +60,10 @@ func (s *syslogSink) header(b []byte, sev int) []byte {
 }
 
 // headerLen is the length of header(nil, sev).
-func (s *syslogSink) headerLen(sev int) int { return len(s.header(nil, sev)) }
+func (s *SyslogSink) headerLen(sev int) int { return len(s.header(nil, sev)) }
 
 // send sends one record, reconnecting once when logd was restarted.
-func (s *syslogSink) send(b []byte) error {
+func (s *SyslogSink) send(b []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for try := 0; try < 2; try++ {
@@ -86,7 +86,7 @@ func (s *syslogSink) send(b []byte) error {
 }
 
 // Close closes the socket.
-func (s *syslogSink) Close() error {
+func (s *SyslogSink) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fd < 0 {

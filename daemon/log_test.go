@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/packet-steering/packet-steering/internal/testenv"
 )
 
 // The daemon's lines are those of log/slog's TextHandler without the time.
@@ -43,7 +45,7 @@ func TestLineLoggerMatchesSlogText(t *testing.T) {
 				},
 			}))
 			sl.Warn(tc.msg, tc.args...)
-			newDaemonLogger(&got, false).Warn(tc.msg, tc.args...)
+			NewLogger(&got, false).Warn(tc.msg, tc.args...)
 			if got.String() != want.String() {
 				t.Errorf("got  %q\nwant %q", got.String(), want.String())
 			}
@@ -54,7 +56,7 @@ func TestLineLoggerMatchesSlogText(t *testing.T) {
 func TestLineLoggerLevels(t *testing.T) {
 	for _, debug := range []bool{false, true} {
 		var out bytes.Buffer
-		l := newDaemonLogger(&out, debug)
+		l := NewLogger(&out, debug)
 		l.Debug("d")
 		l.Info("i")
 		l.Warn("w")
@@ -71,8 +73,8 @@ func TestLineLoggerLevels(t *testing.T) {
 
 // Concurrent records never interleave within a line.
 func TestLineLoggerConcurrent(t *testing.T) {
-	var out lockedBuffer
-	l := newDaemonLogger(&out, false)
+	var out testenv.Buffer
+	l := NewLogger(&out, false)
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)
@@ -99,14 +101,14 @@ func TestLineLoggerConcurrent(t *testing.T) {
 // record's own priority (facility daemon), as `<PRI>packet-steering[PID]:
 // msg key=value`; debug records only with --debug.
 func TestSyslogLogger(t *testing.T) {
-	l, path, tag := listenSyslog(t)
+	l, path, tag := testenv.ListenSyslog(t)
 	for _, debug := range []bool{false, true} {
-		sys, err := dialSyslog(path, "packet-steering")
+		sys, err := DialSyslog(path, "packet-steering")
 		if err != nil {
 			t.Fatal(err)
 		}
 		var stderr bytes.Buffer
-		lg := newSyslogLogger(sys, &stderr, debug)
+		lg := NewSyslogLogger(sys, &stderr, debug)
 		lg.Debug("refused call", "method", "apply")
 		lg.Info("applied", "reason", "start", "changed", 3)
 		lg.Notice("taking over again")
@@ -147,7 +149,7 @@ func TestSyslogLoggerFallsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sys, err := dialSyslog(path, "packet-steering")
+	sys, err := DialSyslog(path, "packet-steering")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,11 +157,11 @@ func TestSyslogLoggerFallsBack(t *testing.T) {
 	l.Close()
 	os.Remove(path)
 	var stderr bytes.Buffer
-	newSyslogLogger(sys, &stderr, false).Warn("apply failed", "reason", "start")
+	NewSyslogLogger(sys, &stderr, false).Warn("apply failed", "reason", "start")
 	if got := stderr.String(); got != "apply failed reason=start\n" {
 		t.Errorf("stderr %q", got)
 	}
-	if _, err := dialSyslog(path, "x"); err == nil {
-		t.Error("dialSyslog of a missing socket succeeded")
+	if _, err := DialSyslog(path, "x"); err == nil {
+		t.Error("DialSyslog of a missing socket succeeded")
 	}
 }

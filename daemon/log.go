@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 )
 
-// lineLogger writes the daemon's log, one record per line. It implements
+// Logger writes the daemon's log, one record per line. It implements
 // ubus.Logger and ubusobj.Logger without importing log/slog, which would
 // add a quarter of a megabyte to the router binary. It is safe for
 // concurrent use; each line is one Write.
@@ -23,24 +23,24 @@ import (
 // writes log/slog's TextHandler format without the time stamp,
 // `level=INFO msg=applied reason=start changed=3`. Debug records are
 // written only with --debug.
-type lineLogger struct {
+type Logger struct {
 	mu    sync.Mutex
 	w     io.Writer
-	sys   *syslogSink // nil: text lines to w
+	sys   *SyslogSink // nil: text lines to w
 	debug bool
 	buf   []byte
 }
 
-// newDaemonLogger logs text lines to w; debug also logs refused calls and
+// NewLogger logs text lines to w; debug also logs refused calls and
 // connection attempts.
-func newDaemonLogger(w io.Writer, debug bool) *lineLogger {
-	return &lineLogger{w: w, debug: debug}
+func NewLogger(w io.Writer, debug bool) *Logger {
+	return &Logger{w: w, debug: debug}
 }
 
-// newSyslogLogger logs to the syslog socket, falling back to text lines on
+// NewSyslogLogger logs to the syslog socket, falling back to text lines on
 // w for records the socket does not take.
-func newSyslogLogger(sys *syslogSink, w io.Writer, debug bool) *lineLogger {
-	return &lineLogger{w: w, sys: sys, debug: debug}
+func NewSyslogLogger(sys *SyslogSink, w io.Writer, debug bool) *Logger {
+	return &Logger{w: w, sys: sys, debug: debug}
 }
 
 // Syslog priorities (RFC 5424 severities) of the levels.
@@ -53,26 +53,26 @@ const (
 )
 
 // Debug logs msg and key-value pairs at level DEBUG, when enabled.
-func (l *lineLogger) Debug(msg string, args ...any) {
+func (l *Logger) Debug(msg string, args ...any) {
 	if l.debug {
 		l.log(sevDebug, "DEBUG", msg, args)
 	}
 }
 
 // Info logs msg and key-value pairs at level INFO.
-func (l *lineLogger) Info(msg string, args ...any) { l.log(sevInfo, "INFO", msg, args) }
+func (l *Logger) Info(msg string, args ...any) { l.log(sevInfo, "INFO", msg, args) }
 
 // Notice logs msg and key-value pairs at level NOTICE: a normal but
 // significant event (taking steering over again).
-func (l *lineLogger) Notice(msg string, args ...any) { l.log(sevNotice, "NOTICE", msg, args) }
+func (l *Logger) Notice(msg string, args ...any) { l.log(sevNotice, "NOTICE", msg, args) }
 
 // Warn logs msg and key-value pairs at level WARN.
-func (l *lineLogger) Warn(msg string, args ...any) { l.log(sevWarning, "WARN", msg, args) }
+func (l *Logger) Warn(msg string, args ...any) { l.log(sevWarning, "WARN", msg, args) }
 
 // Error logs msg and key-value pairs at level ERROR.
-func (l *lineLogger) Error(msg string, args ...any) { l.log(sevErr, "ERROR", msg, args) }
+func (l *Logger) Error(msg string, args ...any) { l.log(sevErr, "ERROR", msg, args) }
 
-func (l *lineLogger) log(sev int, level, msg string, args []any) {
+func (l *Logger) log(sev int, level, msg string, args []any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.buf[:0]

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -35,7 +35,7 @@ const (
 
 // serviceWatch reacts to procd's service events.
 type serviceWatch struct {
-	log *lineLogger
+	log *Logger
 	// takeover takes steering back from the stock service, with apply
 	// to re-apply itself where it must; apply re-applies with a reason.
 	takeover func(ctx context.Context, apply func(reason string))
@@ -118,7 +118,7 @@ func (w *serviceWatch) startTakeover() {
 // script's stop does: its triggers go with it) and the daemon re-applies
 // (reason "takeover"). The stock service stays as enabled or disabled as
 // it was: netifd's upgrade starts it without enabling it.
-func runTakeover(log *lineLogger, socket string) func(ctx context.Context, apply func(reason string)) {
+func runTakeover(log *Logger, socket string) func(ctx context.Context, apply func(reason string)) {
 	return func(ctx context.Context, apply func(reason string)) {
 		err := callInitReload(ctx, socket)
 		if err == nil {

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"github.com/packet-steering/packet-steering/adaptive"
 	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/steering"
-	"github.com/packet-steering/packet-steering/ubusobj"
 )
 
 // The daemon runs the adaptive mode's control loop (steering.Engine.
@@ -16,9 +15,9 @@ import (
 // set_mode reports the mode it applied, and the loop is started or stopped
 // accordingly. In any other mode no loop runs and no timer is armed.
 
-// adaptiveLooper is what the daemon needs to run the loop;
+// AdaptiveLoop is what the daemon needs to run the loop;
 // *steering.Engine implements it.
-type adaptiveLooper interface {
+type AdaptiveLoop interface {
 	RunAdaptive(ctx context.Context, cfg adaptive.Config, apply func(context.Context, []adaptive.Move) (*steering.Result, error)) error
 	// AdaptiveSettings is the loop's configuration as the last apply in
 	// mode adaptive resolved it from UCI.
@@ -33,7 +32,7 @@ type adaptiveRunner struct {
 	run func(ctx context.Context, cfg adaptive.Config) error
 	// config is the configuration to run with now.
 	config func() adaptive.Config
-	log    *lineLogger
+	log    *Logger
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -97,42 +96,4 @@ func (r *adaptiveRunner) stopLocked() {
 	r.cancel()
 	<-r.done
 	r.cancel, r.done = nil, nil
-}
-
-// modeEngine tells the runner the mode of every apply and mode change, and
-// passes the loop's moves on to the engine.
-type modeEngine struct {
-	ubusobj.Engine
-	r *adaptiveRunner
-}
-
-func (e modeEngine) Apply(ctx context.Context, req steering.ApplyRequest) (*steering.Result, error) {
-	res, err := e.Engine.Apply(ctx, req)
-	if err == nil && !req.DryRun {
-		e.r.sync(res.Mode)
-	}
-	return res, err
-}
-
-func (e modeEngine) SetMode(ctx context.Context, req steering.SetModeRequest) (*steering.Result, error) {
-	res, err := e.Engine.SetMode(ctx, req)
-	if err == nil {
-		e.r.sync(res.Mode)
-	}
-	return res, err
-}
-
-// Adapt passes moves to the wrapped engine; it never syncs the runner (the
-// loop itself calls it).
-func (e modeEngine) Adapt(ctx context.Context, moves []adaptive.Move) (*steering.Result, error) {
-	return adapt(ctx, e.Engine, moves)
-}
-
-// adapt calls the engine's Adapt when it has one.
-func adapt(ctx context.Context, eng ubusobj.Engine, moves []adaptive.Move) (*steering.Result, error) {
-	a, ok := eng.(ubusobj.Adapter)
-	if !ok {
-		return nil, errors.New("the engine cannot apply adaptive moves")
-	}
-	return a.Adapt(ctx, moves)
 }
