@@ -309,3 +309,54 @@ func BenchmarkDemoUbusStatus(b *testing.B) {
 		}
 	}
 }
+
+// The demo runs the real daemon: set_mode adaptive through the page's
+// /ubus starts the adaptive control loop, as on a router, and status shows
+// it sampling; set_mode auto stops it.
+func TestDemoRunsAdaptiveLoop(t *testing.T) {
+	log := &demoOutput{}
+	d, err := startDemo(context.Background(), filepath.Join(t.TempDir(), "d"), 0, 1000, "demo", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := d.stop(); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	}()
+	sid := loginUbus(t, d.url, "root")
+	call := func(method, args string) map[string]any {
+		t.Helper()
+		r := postUbus(t, d.url, `{"jsonrpc":"2.0","id":1,"method":"call","params":["`+sid+`","packet_steering","`+method+`",`+args+`]}`)
+		res, _ := r["result"].([]any)
+		if len(res) != 2 || res[0] != float64(0) {
+			t.Fatalf("%s %s: %v", method, args, r)
+		}
+		m, _ := res[1].(map[string]any)
+		return m
+	}
+	call("set_mode", `{"mode":"adaptive","persist":false}`)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := call("status", "{}")
+		ad, _ := st["adaptive"].(map[string]any)
+		smp, _ := ad["sampling"].(map[string]any)
+		if smp["running"] == true && smp["wakeups"].(float64) >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no adaptive loop sampling in the demo: status %v\nlog:\n%s", st, log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(log.String(), "adaptive loop started") {
+		t.Errorf("the daemon's log does not show the loop:\n%s", log.String())
+	}
+	call("set_mode", `{"mode":"auto","persist":false}`)
+	if st := call("status", "{}"); st["adaptive"] != nil {
+		t.Errorf("status in auto still has adaptive: %v", st["adaptive"])
+	}
+	if !strings.Contains(log.String(), "adaptive loop stopped") {
+		t.Errorf("the loop did not stop in auto:\n%s", log.String())
+	}
+}
