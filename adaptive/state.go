@@ -1,7 +1,6 @@
 package adaptive
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 )
@@ -47,7 +47,9 @@ const (
 // next save replaces (or removes) it whatever the state is.
 const badStateFile = "\x00bad"
 
-// StoredState is the state file's JSON.
+// StoredState is the state file's JSON (written and read with the
+// project's own JSON codec, internal/ubus, so that the router binary does
+// not link encoding/json).
 type StoredState struct {
 	Deviations []Deviation  `json:"deviations"`
 	Moves      []MoveRecord `json:"moves"`
@@ -129,7 +131,7 @@ func (s *State) loadLocked() {
 	if n := len(s.moves) - maxMoveHistory; n > 0 {
 		s.moves = slices.Delete(s.moves, 0, n)
 	}
-	if b, err := json.Marshal(f); err == nil && len(devs) == len(f.Deviations) && len(moves) == len(f.Moves) {
+	if b, err := ubus.MarshalJSON(f, ""); err == nil && len(devs) == len(f.Deviations) && len(moves) == len(f.Moves) {
 		s.written = string(b)
 	} else {
 		s.written = badStateFile
@@ -156,7 +158,7 @@ func readAdaptiveFile(path string) (*StoredState, error) {
 		return nil, fmt.Errorf("%s: over %d bytes", StateFile, MaxStateSize)
 	}
 	var f StoredState
-	if err := json.Unmarshal(b, &f); err != nil {
+	if err := ubus.UnmarshalJSON(b, &f); err != nil {
 		return nil, fmt.Errorf("%s: corrupt: %w", StateFile, err)
 	}
 	if len(f.Deviations) > MaxStoredDeviations {
@@ -198,7 +200,7 @@ func (s *State) noteDroppedLocked(d DroppedDev) {
 func (s *State) saveLocked() error {
 	want := ""
 	if len(s.devs) > 0 || len(s.moves) > 0 {
-		b, err := json.Marshal(StoredState{Deviations: s.devs, Moves: s.moves})
+		b, err := ubus.MarshalJSON(StoredState{Deviations: s.devs, Moves: s.moves}, "")
 		if err != nil {
 			return fmt.Errorf("%s: %w", StateFile, err)
 		}

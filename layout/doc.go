@@ -3,7 +3,8 @@
 //
 //	libraries (internal/ubus, internal/uci, internal/cpuset, internal/kfs,
 //	internal/demo, ...)  import nothing of the product
-//	platform -> plan -> adaptive -> steering -> ubusobj, tune -> daemon -> cmd
+//	platform -> plan -> adaptive -> steering -> ubusobj, tune -> daemon
+//	-> cmd/packet-steering/internal/demorun (the demo) -> cmd
 //
 // Each product package imports only packages of the layers before its own
 // (and the libraries); nothing imports the tools (scripts, vmtest, e2e).

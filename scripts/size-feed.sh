@@ -158,7 +158,7 @@ else
 	if CGO_ENABLED=1 GOOS=linux GOARCH=mipsle GOMIPS=softfloat \
 		CC="$cc --sysroot=$sysroot" \
 		CGO_CFLAGS="-Os -pipe -mno-branch-likely -mtune=24kc -fno-caller-saves -msoft-float" \
-		"$GO" build -tags "$tags" -gcflags=all=-l -trimpath \
+		"$GO" build -tags "$tags" -trimpath \
 		-ldflags "-s -w -buildid= -linkmode external -extldflags '$extld -no-pie -Wl,--dynamic-linker=/lib/ld-musl-mipsel-sf.so.1'" \
 		-o "$out" "$pkg" 2>"$log"; then
 		# ld warns, for each object, that Debian's crt1.o is hard-float

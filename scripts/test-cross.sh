@@ -13,9 +13,9 @@
 # of each and of the whole run.
 #
 # linux/mipsle, the smallest router target, runs the tests the way the
-# router package is built (-tags router: no adaptive mode, no tune), over
-# the packages that build links; the other architectures run the default
-# build, tune and vmtest included.
+# router package is built (-tags router: everything but the browser demo),
+# over the packages that build links; the other architectures run the
+# default build, vmtest included.
 # Usage: GO=go scripts/test-cross.sh [ARCH...]
 set -eu
 GO=${GO:-go}
@@ -31,7 +31,7 @@ tmp=$(mktemp -d "$base/test-cross.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
 pkgs=$("$GO" list ./... | grep -v '/e2e$')
-routerpkgs=$(echo "$pkgs" | grep -v -e '/tune$' -e '/vmtest$')
+routerpkgs=$(echo "$pkgs" | grep -v -e '/vmtest$')
 start=$(date +%s)
 failed=""
 for a in "$@"; do

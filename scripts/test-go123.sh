@@ -14,8 +14,8 @@
 # GOROOT and GOTOOLCHAIN=local:
 #   - `go version` must say go1.23;
 #   - go build ./..., go vet ./... (default and router tags);
-#   - the router builds (-tags router and router,tune) for linux/mipsle
-#     (softfloat, no inlining, as make size), linux/arm (ARMv7) and
+#   - the router build (-tags router) for linux/mipsle (softfloat, as
+#     make size), linux/arm (ARMv7) and
 #     linux/arm64, with their sizes printed, and the mipsle one as the
 #     feed builds it (scripts/size-feed.sh: cgo, gcc, musl, dynamic);
 #   - go test -short of every package but e2e and vmtest (see below).
@@ -99,26 +99,15 @@ step() {
 step go build ./...
 step go vet ./...
 step go vet -tags router ./cmd/...
-step go vet -tags router,tune ./cmd/...
 
 # The router builds, as the Makefile's size target builds them.
 mkdir -p "$cache/bin"
 for a in mipsle arm arm64; do
-	for tags in router router,tune; do
-		gcflags=
-		ldflags='-s -w -buildid='
-		if [ "$a" = mipsle ]; then
-			gcflags=-gcflags=all=-l
-			ldflags="$ldflags -R 0x1000"
-		fi
-		out=$cache/bin/packet-steering-$a
-		[ "$tags" = router ] || out=$cache/bin/packet-steering-tune-$a
-		echo "test-go123: go build -tags $tags linux/$a"
-		# shellcheck disable=SC2086 # gcflags is empty or one word
-		CGO_ENABLED=0 GOOS=linux GOARCH=$a GOMIPS=softfloat GOARM=7 \
-			go build -tags "$tags" $gcflags -trimpath -ldflags "$ldflags" -o "$out" ./cmd/packet-steering
-		printf 'test-go123: %-40s %8d bytes (go%s)\n' "${out#"$here"/}" "$(stat -c %s "$out")" "$series"
-	done
+	out=$cache/bin/packet-steering-$a
+	echo "test-go123: go build -tags router linux/$a"
+	CGO_ENABLED=0 GOOS=linux GOARCH=$a GOMIPS=softfloat GOARM=7 \
+		go build -tags router -trimpath -ldflags '-s -w -buildid=' -o "$out" ./cmd/packet-steering
+	printf 'test-go123: %-40s %8d bytes (go%s)\n' "${out#"$here"/}" "$(stat -c %s "$out")" "$series"
 done
 
 # The mipsle router binary as the 24.10 feed builds it: with this Go,

@@ -2,7 +2,6 @@ package tune
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/steering"
 )
@@ -279,12 +279,12 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 
 func (o *Options) write(w io.Writer, rep *report) error {
 	if o.JSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+		b, err := ubus.MarshalJSON(rep, "  ")
+		if err != nil {
 			return fmt.Errorf("write JSON: %w", err)
 		}
-		return nil
+		_, err = w.Write(append(b, '\n'))
+		return err
 	}
 	return rep.WriteTable(w)
 }

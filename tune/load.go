@@ -3,7 +3,6 @@ package tune
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/packet-steering/packet-steering/internal/ubus"
 )
 
 // measurement is what one run of the load measured.
@@ -201,8 +202,7 @@ type iperfJSON struct {
 			Protocol string `json:"protocol"`
 		} `json:"test_start"`
 	} `json:"start"`
-	End   map[string]json.RawMessage `json:"end"`
-	Error string                     `json:"error"`
+	Error string `json:"error"`
 }
 
 // parseIperf reads the JSON iperf3 -J prints (iperf 3.7 and later; older
@@ -212,18 +212,23 @@ type iperfJSON struct {
 // lost_percent. With --bidir both directions' throughputs and retransmits
 // are added and the worse direction's loss is kept.
 func parseIperf(b []byte) (measurement, string, error) {
+	attrs, err := ubus.AttrsFromJSON(b)
 	var j iperfJSON
-	if err := json.Unmarshal(b, &j); err != nil {
+	if err == nil {
+		err = ubus.AttrsToValue(attrs, &j)
+	}
+	if err != nil {
 		return measurement{}, "", fmt.Errorf("iperf3 JSON: %w", err)
 	}
+	end, _ := ubus.Find(attrs, "end")
 	if j.Error != "" {
 		return measurement{}, j.Start.ConnectingTo.Host, fmt.Errorf("iperf3: %s", j.Error)
 	}
 	udp := strings.EqualFold(j.Start.TestStart.Protocol, "UDP")
 	sum := func(key string) (iperfSum, bool) {
 		var s iperfSum
-		raw, ok := j.End[key]
-		if !ok || json.Unmarshal(raw, &s) != nil {
+		a, ok := ubus.Find(end.Children, key)
+		if !ok || end.Type != ubus.TypeTable || a.Type != ubus.TypeTable || ubus.AttrsToValue(a.Children, &s) != nil {
 			return s, false
 		}
 		return s, true
@@ -330,22 +335,22 @@ func (c *loadCommand) Run(ctx context.Context, run int) (measurement, error) {
 func parseLoadOutput(b []byte) (measurement, error) {
 	trimmed := bytes.TrimSpace(b)
 	if len(trimmed) > 0 && trimmed[0] == '{' {
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(trimmed, &obj); err != nil {
+		obj, err := ubus.AttrsFromJSON(trimmed)
+		if err != nil {
 			return measurement{}, fmt.Errorf("JSON: %w", err)
 		}
-		if _, ok := obj["end"]; ok {
+		if _, ok := ubus.Find(obj, "end"); ok {
 			m, _, err := parseIperf(trimmed)
 			return m, err
 		}
 		for _, k := range []string{"bps", "value"} {
-			raw, ok := obj[k]
+			a, ok := ubus.Find(obj, k)
 			if !ok {
 				continue
 			}
-			var v float64
-			if err := json.Unmarshal(raw, &v); err != nil {
-				return measurement{}, fmt.Errorf("JSON field %q: %w", k, err)
+			v, ok := a.Number()
+			if !ok {
+				return measurement{}, fmt.Errorf("JSON field %q: not a number", k)
 			}
 			unit := ""
 			if k == "bps" {

@@ -6,8 +6,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
+	"github.com/packet-steering/packet-steering/internal/table"
 	"github.com/packet-steering/packet-steering/plan"
 )
 
@@ -301,7 +301,7 @@ func fmtRange(s summary, scale float64) string {
 // metric as median (min-max). The recommended row is marked "*", rows tied
 // with the best "~"; then the recommendation, the restore and the notes.
 func (r *report) WriteTable(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
+	tw := table.New(w, table.AlignRight|table.Bars)
 	unit := ""
 	var hasLoss, hasRetr bool
 	for _, res := range r.Results {

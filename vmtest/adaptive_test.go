@@ -13,7 +13,7 @@ import (
 )
 
 // The adaptive mode's functional check (init.sh adaptive_check): the
-// packet-steering-tune daemon in mode adaptive with the loop's options
+// router build's daemon in mode adaptive with the loop's options
 // from UCI, a host-side flood into every rx queue, then a process filling
 // the CPU of rx-1. Emulated CPUs make the loads meaningless as figures;
 // what is checked is what the loop did.

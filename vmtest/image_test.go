@@ -117,15 +117,11 @@ func (c *cache) deb(ctx context.Context, pkg, arch string) (string, error) {
 }
 
 // goBuild builds a package of this repository for the guest's architecture
-// as the Makefile builds router binaries (static, stripped, with tags:
-// "router", or "router,tune" for the packet-steering-tune variant; mips
-// and mipsle without inlining) and returns the binary's path.
+// as the Makefile builds router binaries (static, stripped, with tags,
+// "router" for the router build) and returns the binary's path.
 func (c *cache) goBuild(ctx context.Context, g *guest, pkg, name, tags string) (string, error) {
 	out := filepath.Join(c.dir, "bin", g.goarch, name)
 	args := []string{"build", "-tags", tags, "-trimpath", "-ldflags", "-s -w -buildid=", "-o", out}
-	if g.goarch == "mips" || g.goarch == "mipsle" {
-		args = append(args, "-gcflags=all=-l")
-	}
 	env := []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + g.goarch}
 	if g.gomips != "" {
 		env = append(env, "GOMIPS="+g.gomips)
@@ -289,14 +285,6 @@ func (c *cache) buildImage(ctx context.Context, g *guest, dir string) (image, er
 		"bin/busybox":              filepath.Join(bbtree, "bin", "busybox"),
 		"usr/sbin/packet-steering": router,
 		"usr/bin/vmguest":          helper,
-	}
-	if g.adaptive {
-		// The adaptive mode is in the packet-steering-tune variant only.
-		tune, err := c.goBuild(ctx, g, "./cmd/packet-steering", "packet-steering-tune", "router,tune")
-		if err != nil {
-			return image{}, err
-		}
-		files["usr/sbin/packet-steering-tune"] = tune
 	}
 	var names []string
 	for _, m := range mods {

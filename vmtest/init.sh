@@ -232,7 +232,7 @@ if [ -n "$SQ" ]; then
 	phase "load-$SQ-tx-0" "$SQ" tx-0 "198.18.1.1:$VMT_ECHO"
 fi
 
-# The adaptive mode, functionally (packet-steering-tune's daemon): the
+# The adaptive mode, functionally (the router build's daemon): the
 # loop's options shortened through the `config adaptive` section; a flood
 # from the host side into every rx queue of the multi-queue NIC (steady,
 # balanced: nothing may move); then a process that fills the CPU serving
@@ -250,7 +250,7 @@ await_events() {
 	done
 }
 adaptive_check() {
-	pst=/usr/sbin/packet-steering-tune
+	pst=/usr/sbin/packet-steering
 	printf "config globals 'globals'\n\toption daemon '1'\n\toption mode 'adaptive'\n\n" >/etc/config/packet_steering
 	printf "config adaptive 'adaptive'\n\toption interval '1'\n\toption max_idle_interval '2'\n\toption dwell '6'\n\toption cool_intervals '2'\n\toption idle_pps '50'\n\toption busy_load '80'\n\toption busy_net_load '2'\n\toption min_queue_load '1'\n\toption margin '5'\n" >>/etc/config/packet_steering
 	start_broker

@@ -50,7 +50,7 @@ type guest struct {
 	// wantPolicy is the policy the plan must choose ("" any).
 	wantPolicy string
 	// adaptive: the guest also runs the adaptive mode's functional check
-	// (the packet-steering-tune variant's daemon, a CPU hog and traffic
+	// (the router build's daemon in mode adaptive, a CPU hog and traffic
 	// into one rx queue; init.sh adaptive_check).
 	adaptive bool
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/packet-steering/packet-steering/daemon"
+	"github.com/packet-steering/packet-steering/internal/table"
 	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/steering"
 	"github.com/packet-steering/packet-steering/ubusobj"
@@ -80,7 +81,7 @@ func printResult(w io.Writer, res *steering.Result, dryRun bool) error {
 	if len(res.Changed)+len(res.Failed)+len(res.Skipped) == 0 {
 		return nil
 	}
-	tw := newTable(w, false)
+	tw := table.New(w, 0)
 	for _, a := range res.Changed {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s -> %s\n", verb, a.Kind, actionTarget(a), orDash(a.Current), a.Value)
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packet-steering/packet-steering/cmd/packet-steering/internal/demorun"
 	"github.com/packet-steering/packet-steering/platform/fixture"
 )
 
@@ -265,18 +266,18 @@ func TestDemoUsage(t *testing.T) {
 func TestDemoPresets(t *testing.T) {
 	for _, name := range fixture.PresetNames() {
 		t.Run(name, func(t *testing.T) {
-			d, err := startDemo(context.Background(), filepath.Join(t.TempDir(), "d"), 0, 0, name, io.Discard)
+			d, err := demorun.Start(context.Background(), demorun.Config{Dir: filepath.Join(t.TempDir(), "d"), PPS: 0, Preset: name, Log: io.Discard})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer func() {
-				if err := d.stop(); err != nil {
+				if err := d.Stop(); err != nil {
 					t.Errorf("stop: %v", err)
 				}
 			}()
-			sid := loginUbus(t, d.url, "viewer")
+			sid := loginUbus(t, d.URL, "viewer")
 			for _, method := range []string{"status", "get_queues"} {
-				r := postUbus(t, d.url, `{"jsonrpc":"2.0","id":1,"method":"call","params":["`+sid+`","packet_steering","`+method+`",{}]}`)
+				r := postUbus(t, d.URL, `{"jsonrpc":"2.0","id":1,"method":"call","params":["`+sid+`","packet_steering","`+method+`",{}]}`)
 				res, _ := r["result"].([]any)
 				if len(res) != 2 || res[0] != float64(0) {
 					t.Errorf("%s on %s: %v", method, name, r)
@@ -289,16 +290,16 @@ func TestDemoPresets(t *testing.T) {
 // BenchmarkDemoUbusStatus is one LuCI status call through the demo's HTTP
 // /ubus bridge, the broker and the packet_steering object on the demo router.
 func BenchmarkDemoUbusStatus(b *testing.B) {
-	d, err := startDemo(context.Background(), filepath.Join(b.TempDir(), "d"), 0, 0, "demo", io.Discard)
+	d, err := demorun.Start(context.Background(), demorun.Config{Dir: filepath.Join(b.TempDir(), "d"), PPS: 0, Preset: "demo", Log: io.Discard})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer d.stop()
-	body := `{"jsonrpc":"2.0","id":1,"method":"call","params":["` + loginUbus(b, d.url, "root") + `","packet_steering","status",{}]}`
+	defer d.Stop()
+	body := `{"jsonrpc":"2.0","id":1,"method":"call","params":["` + loginUbus(b, d.URL, "root") + `","packet_steering","status",{}]}`
 	client := &http.Client{}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		resp, err := client.Post(d.url+"ubus", "application/json", strings.NewReader(body))
+		resp, err := client.Post(d.URL+"ubus", "application/json", strings.NewReader(body))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -315,19 +316,19 @@ func BenchmarkDemoUbusStatus(b *testing.B) {
 // it sampling; set_mode auto stops it.
 func TestDemoRunsAdaptiveLoop(t *testing.T) {
 	log := &demoOutput{}
-	d, err := startDemo(context.Background(), filepath.Join(t.TempDir(), "d"), 0, 1000, "demo", log)
+	d, err := demorun.Start(context.Background(), demorun.Config{Dir: filepath.Join(t.TempDir(), "d"), PPS: 1000, Preset: "demo", Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
-		if err := d.stop(); err != nil {
+		if err := d.Stop(); err != nil {
 			t.Errorf("stop: %v", err)
 		}
 	}()
-	sid := loginUbus(t, d.url, "root")
+	sid := loginUbus(t, d.URL, "root")
 	call := func(method, args string) map[string]any {
 		t.Helper()
-		r := postUbus(t, d.url, `{"jsonrpc":"2.0","id":1,"method":"call","params":["`+sid+`","packet_steering","`+method+`",`+args+`]}`)
+		r := postUbus(t, d.URL, `{"jsonrpc":"2.0","id":1,"method":"call","params":["`+sid+`","packet_steering","`+method+`",`+args+`]}`)
 		res, _ := r["result"].([]any)
 		if len(res) != 2 || res[0] != float64(0) {
 			t.Fatalf("%s %s: %v", method, args, r)

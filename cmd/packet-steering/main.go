@@ -45,7 +45,7 @@ func (e *usageError) Error() string { return e.msg }
 func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
 
 func commands() map[string]command {
-	return map[string]command{
+	cmds := map[string]command{
 		"snapshot": {"print every input of the plan as JSON", runSnapshot},
 		"queues":   {"show each device's queues, RPS/XPS masks, NAPI and IRQ CPUs", runQueues},
 		"plan":     {"show the plan for a mode without applying it", runPlan},
@@ -56,9 +56,17 @@ func commands() map[string]command {
 		"owner":    {"print who serves the ubus object: daemon or rpcd", runOwner},
 		"call":     {"call a packet_steering method like `ubus call`", runCall},
 		"tune":     {tuneSummary, runTune},
-		"demo":     {demoSummary, runDemo},
 	}
+	for name, c := range features {
+		cmds[name] = c
+	}
+	return cmds
 }
+
+// features are the commands of optional features, registered by their
+// files (feature_*.go) at init and never changed after: the demo, left out
+// of the router build.
+var features = map[string]command{}
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: packet-steering COMMAND [flags]")

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/packet-steering/packet-steering/internal/table"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
@@ -90,7 +91,7 @@ func readSnapshotFile(path string) (*platform.Snapshot, error) {
 // knobs (kind, target, current, desired, "=" when it already holds or
 // "change"), a count, then hints.
 func printPlan(w io.Writer, p *plan.Plan) error {
-	tw := newTable(w, false)
+	tw := table.New(w, 0)
 	fmt.Fprintf(tw, "mode\t%s (flows %d)\n", p.Mode, p.Flows)
 	fmt.Fprintf(tw, "policy\t%s\n", p.Policy)
 	if p.Evidence != "" {
@@ -104,7 +105,7 @@ func printPlan(w io.Writer, p *plan.Plan) error {
 	if len(p.Actions) == 0 {
 		fmt.Fprintln(w, "nothing to manage in this mode")
 	} else {
-		tw = newTable(w, false)
+		tw = table.New(w, 0)
 		fmt.Fprintln(tw, "KIND\tTARGET\tCURRENT\tDESIRED\tSTATE")
 		for _, a := range p.Actions {
 			state := "="

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/table"
 	"github.com/packet-steering/packet-steering/platform"
 	"github.com/packet-steering/packet-steering/steering"
 )
@@ -69,7 +70,7 @@ func machineLine(s *platform.Snapshot) string {
 // on one row). A wanted value that differs from the live one shows as
 // "live -> wanted".
 func printQueues(w io.Writer, machine string, devs []steering.DeviceQueues) error {
-	tw := newTable(w, false)
+	tw := table.New(w, 0)
 	if machine != "" {
 		fmt.Fprintf(tw, "%s\n", machine)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/table"
 	"github.com/packet-steering/packet-steering/steering"
 )
 
@@ -40,7 +41,7 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 // tx-completion threads with their tx queues), then a table of per-CPU
 // softnet counters.
 func printStatus(w io.Writer, st *steering.Status, threads []steering.ThreadStatus) error {
-	tw := newTable(w, false)
+	tw := table.New(w, 0)
 	src := st.Configured.Source
 	if src == "" {
 		src = "default"
@@ -101,7 +102,7 @@ func printStatus(w io.Writer, st *steering.Status, threads []steering.ThreadStat
 	}
 	if len(threads) > 0 {
 		fmt.Fprintln(w, "napi threads:")
-		tw = newTable(w, false)
+		tw = table.New(w, 0)
 		fmt.Fprintln(tw, "  DEVICE\tQUEUES\tTHREAD\tCPUS")
 		for _, t := range threads {
 			fmt.Fprintf(tw, "  %s\t%s\t%s [%d]\t%s\n", t.Device, queueRange(t.Queues), t.Thread, t.PID, wantList(t.CPUs, t.WantCPUs))
@@ -114,7 +115,7 @@ func printStatus(w io.Writer, st *steering.Status, threads []steering.ThreadStat
 		return nil
 	}
 	fmt.Fprintln(w)
-	tw = newTable(w, true)
+	tw = table.New(w, table.AlignRight)
 	fmt.Fprintln(tw, "cpu\tprocessed\tdropped\ttime_squeeze\trps_received\t")
 	for _, c := range st.CPUs {
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t\n", c.CPU, c.Processed, c.Dropped, c.TimeSqueeze, c.RPSReceived)

@@ -1,4 +1,4 @@
-package main
+package table
 
 import (
 	"bytes"
@@ -7,8 +7,8 @@ import (
 )
 
 // TestTableMatchesTabwriter: the table prints what text/tabwriter prints
-// with the settings the commands used (minwidth 0, padding 2, padchar ' ',
-// left- or right-aligned), for blocks of columns that start and end,
+// with the settings the commands use (minwidth 0, padding 2, padchar ' ',
+// left- or right-aligned, with or without Debug's bars), for blocks of columns that start and end,
 // lines without tabs, empty cells, multi-byte text and no final newline.
 func TestTableMatchesTabwriter(t *testing.T) {
 	inputs := []struct{ name, text string }{
@@ -23,24 +23,27 @@ func TestTableMatchesTabwriter(t *testing.T) {
 		{"empty cells", "\t\t\n\tx\t\ny\t\t\n"},
 	}
 	for _, in := range inputs {
-		for _, right := range []bool{false, true} {
-			var flags uint
-			if right {
-				flags = tabwriter.AlignRight
+		for _, flags := range []int{0, AlignRight, Bars, AlignRight | Bars} {
+			var twFlags uint
+			if flags&AlignRight != 0 {
+				twFlags |= tabwriter.AlignRight
+			}
+			if flags&Bars != 0 {
+				twFlags |= tabwriter.Debug
 			}
 			var want, got bytes.Buffer
-			tw := tabwriter.NewWriter(&want, 0, 4, 2, ' ', flags)
+			tw := tabwriter.NewWriter(&want, 0, 4, 2, ' ', twFlags)
 			tw.Write([]byte(in.text))
 			if err := tw.Flush(); err != nil {
 				t.Fatal(err)
 			}
-			tb := newTable(&got, right)
+			tb := New(&got, flags)
 			tb.Write([]byte(in.text))
 			if err := tb.Flush(); err != nil {
 				t.Fatal(err)
 			}
 			if got.String() != want.String() {
-				t.Errorf("%s (right %v):\ngot\n%q\nwant\n%q", in.name, right, got.String(), want.String())
+				t.Errorf("%s (flags %d):\ngot\n%q\nwant\n%q", in.name, flags, got.String(), want.String())
 			}
 		}
 	}

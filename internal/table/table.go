@@ -1,4 +1,6 @@
-package main
+// Package table aligns tab-separated columns as text/tabwriter does, for
+// the few settings the commands use, without its cost in the router binary.
+package table
 
 import (
 	"bytes"
@@ -7,32 +9,40 @@ import (
 	"unicode/utf8"
 )
 
-// table aligns tab-separated columns the way text/tabwriter does with
+// Table aligns tab-separated columns the way text/tabwriter does with
 // minwidth 0, padding 2 and padchar ' ' (left-aligned, or right-aligned
-// with alignRight): a cell ends at a tab, the text after a line's last tab
-// is no column's, and a column's width is set per block of consecutive
-// lines that have a cell in it. text/tabwriter costs the mipsle router
-// binary about 8 KB for the few tables the commands print; the tests check
-// this against it.
-type table struct {
+// with AlignRight; with Bars a '|' after each cell, as tabwriter.Debug): a
+// cell ends at a tab, the text after a line's last tab is no column's, and
+// a column's width is set per block of consecutive lines that have a cell
+// in it. text/tabwriter costs the mipsle router binary about 8 KB for the
+// few tables the commands print; the tests check this against it.
+type Table struct {
 	w          io.Writer
 	alignRight bool
+	bars       bool
 	buf        bytes.Buffer
 }
+
+// Flags of New.
+const (
+	AlignRight = 1 << iota // right-align the cells
+	Bars                   // a '|' after each cell (tabwriter.Debug)
+)
 
 // tablePadding is the space between columns.
 const tablePadding = 2
 
-// newTable returns a table writing to w on Flush.
-func newTable(w io.Writer, alignRight bool) *table {
-	return &table{w: w, alignRight: alignRight}
+// New returns a table writing to w on Flush; flags is AlignRight, Bars,
+// both or 0 (left-aligned).
+func New(w io.Writer, flags int) *Table {
+	return &Table{w: w, alignRight: flags&AlignRight != 0, bars: flags&Bars != 0}
 }
 
 // Write buffers p until Flush.
-func (t *table) Write(p []byte) (int, error) { return t.buf.Write(p) }
+func (t *Table) Write(p []byte) (int, error) { return t.buf.Write(p) }
 
 // Flush writes the buffered text, aligned, and empties the buffer.
-func (t *table) Flush() error {
+func (t *Table) Flush() error {
 	text := t.buf.String()
 	t.buf.Reset()
 	rows := strings.Split(text, "\n")
@@ -48,7 +58,7 @@ func (t *table) Flush() error {
 
 // format writes lines[line0:line1], whose columns before len(widths) have
 // those widths, finding the widths of the further columns block by block.
-func (t *table) format(out *bytes.Buffer, lines [][]string, line0, line1 int, widths []int) {
+func (t *Table) format(out *bytes.Buffer, lines [][]string, line0, line1 int, widths []int) {
 	column := len(widths)
 	for this := line0; this < line1; this++ {
 		if column >= len(lines[this])-1 {
@@ -70,7 +80,7 @@ func (t *table) format(out *bytes.Buffer, lines [][]string, line0, line1 int, wi
 
 // writeLines writes lines[line0:line1] with the column widths, each but the
 // last line of the text followed by a newline.
-func (t *table) writeLines(out *bytes.Buffer, lines [][]string, line0, line1 int, widths []int) {
+func (t *Table) writeLines(out *bytes.Buffer, lines [][]string, line0, line1 int, widths []int) {
 	for i := line0; i < line1; i++ {
 		for j, c := range lines[i] {
 			pad := 0
@@ -83,6 +93,9 @@ func (t *table) writeLines(out *bytes.Buffer, lines [][]string, line0, line1 int
 			} else {
 				out.WriteString(c)
 				out.WriteString(strings.Repeat(" ", pad))
+			}
+			if t.bars && j < len(lines[i])-1 {
+				out.WriteByte('|')
 			}
 		}
 		if i+1 < len(lines) {
