@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -125,26 +124,25 @@ func (o *Options) Check() error {
 // resolver would add about half a megabyte to the router binary, and a
 // sweep that sends traffic to a host should be told exactly which one.
 // Addresses that reach more than one host or no NIC are refused.
-func resolveTarget(root, host string) (netip.Addr, error) {
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		var ok bool
+func resolveTarget(root, host string) (addr, error) {
+	ip, ok := parseAddr(host)
+	if !ok {
+		var err error
 		ip, ok, err = lookupHosts(filepath.Join(root, "etc", "hosts"), host)
 		switch {
 		case err != nil:
-			return netip.Addr{}, fmt.Errorf("%w: --target %s is not an address, and etc/hosts could not be read: %v", ErrUsage, host, err)
+			return addr{}, fmt.Errorf("%w: --target %s is not an address, and etc/hosts could not be read: %v", ErrUsage, host, err)
 		case !ok:
-			return netip.Addr{}, usagef("--target %s is neither an IP address nor a name in /etc/hosts; give the address", host)
+			return addr{}, usagef("--target %s is neither an IP address nor a name in /etc/hosts; give the address", host)
 		}
 	}
-	ip = ip.Unmap()
 	switch {
-	case ip.IsUnspecified():
-		return netip.Addr{}, usagef("--target %s is the unspecified address", host)
-	case ip.IsMulticast() || ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
-		return netip.Addr{}, usagef("--target %s reaches more than one host", host)
-	case ip.IsLoopback():
-		return netip.Addr{}, usagef("--target %s is this machine's loopback: that traffic crosses no NIC queue", host)
+	case ip.isUnspecified():
+		return addr{}, usagef("--target %s is the unspecified address", host)
+	case ip.isMulticast() || ip.isBroadcast():
+		return addr{}, usagef("--target %s reaches more than one host", host)
+	case ip.isLoopback():
+		return addr{}, usagef("--target %s is this machine's loopback: that traffic crosses no NIC queue", host)
 	}
 	return ip, nil
 }
@@ -152,13 +150,13 @@ func resolveTarget(root, host string) (netip.Addr, error) {
 // lookupHosts finds name in a hosts(5) file: "ADDRESS NAME [ALIAS...]" per
 // line, '#' starts a comment; the first line naming it wins. ok is false
 // when no line names it (also when the file does not exist).
-func lookupHosts(path, name string) (addr netip.Addr, ok bool, err error) {
+func lookupHosts(path, name string) (a addr, ok bool, err error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return netip.Addr{}, false, nil
+		return addr{}, false, nil
 	}
 	if err != nil {
-		return netip.Addr{}, false, err
+		return addr{}, false, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if i := strings.IndexByte(line, '#'); i >= 0 {
@@ -168,8 +166,8 @@ func lookupHosts(path, name string) (addr netip.Addr, ok bool, err error) {
 		if len(f) < 2 {
 			continue
 		}
-		a, err := netip.ParseAddr(f[0])
-		if err != nil {
+		a, ok := parseAddr(f[0])
+		if !ok {
 			continue
 		}
 		for _, n := range f[1:] {
@@ -178,7 +176,7 @@ func lookupHosts(path, name string) (addr netip.Addr, ok bool, err error) {
 			}
 		}
 	}
-	return netip.Addr{}, false, nil
+	return addr{}, false, nil
 }
 
 // Run performs the sweep the options describe, after Check.
