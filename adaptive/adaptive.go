@@ -232,10 +232,6 @@ type UnitCounters struct {
 	HasWait  bool
 }
 
-// ClockTicks is USER_HZ, the unit of /proc/stat and /proc/PID/stat times
-// (100 on every Linux architecture's user ABI).
-const ClockTicks = 100
-
 // CPULoad is one CPU's load over the last full interval, as the
 // controller saw it.
 type CPULoad struct {

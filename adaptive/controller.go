@@ -329,7 +329,7 @@ func (c *Controller) decide(prev, cur *Sample, active bool) ([]CPULoad, []Move) 
 	for _, u := range cur.Units {
 		st := unitState{u: u.Unit}
 		if p, ok := prevUnits[u.Unit.Key()]; ok && u.HasTicks && p.HasTicks && p.Unit.PID == u.Unit.PID {
-			st.load = float64(delta(p.Ticks, u.Ticks)) / ClockTicks / dt
+			st.load = float64(delta(p.Ticks, u.Ticks)) / platform.UserHZ / dt
 			if u.HasWait && p.HasWait && p.Unit.CPU == u.Unit.CPU {
 				w := float64(delta(p.WaitNS, u.WaitNS)) / 1e9 / dt
 				st.load += w

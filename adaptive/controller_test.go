@@ -2,6 +2,7 @@ package adaptive
 
 import (
 	"fmt"
+	"github.com/packet-steering/packet-steering/platform"
 	"strings"
 	"testing"
 	"time"
@@ -93,7 +94,7 @@ func (w *simWorld) run(t *testing.T, cfg Config, steps int) ([]simMove, []Decisi
 			if d > 1 {
 				run = l / d
 			}
-			w.ticks[u.queue] += run * secs * ClockTicks
+			w.ticks[u.queue] += run * secs * platform.UserHZ
 			w.waits[u.queue] += (l - run) * secs * 1e9
 			net[w.where[u.queue]] += run
 		}
@@ -110,8 +111,8 @@ func (w *simWorld) run(t *testing.T, cfg Config, steps int) ([]simMove, []Decisi
 				busy = 1
 			}
 			ct := &w.cpuTick[cpu]
-			ct.total += secs * ClockTicks
-			ct.idle += (1 - busy) * secs * ClockTicks
+			ct.total += secs * platform.UserHZ
+			ct.idle += (1 - busy) * secs * platform.UserHZ
 			ct.processed += pps * secs / float64(w.cpus)
 			if w.squeeze != nil {
 				ct.squeeze += w.squeeze(step, cpu) * secs

@@ -94,3 +94,13 @@ func FuzzNumbers(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCounterParsers: the load parsers never panic on any input.
+func FuzzCounterParsers(f *testing.F) {
+	f.Add([]byte(softirqsFixture))
+	f.Add([]byte(statFixture))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = ParseSoftirqRow(b, "NET_RX")
+		_, _ = ParseCPUTimes(b)
+	})
+}

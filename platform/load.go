@@ -27,6 +27,10 @@ import (
 //	               (Documentation/scheduler/sched-stats.rst; needs
 //	               CONFIG_SCHED_INFO, so it may be missing)
 const (
+	// UserHZ is USER_HZ, the unit of proc/stat and proc/PID/stat times:
+	// 100 on every Linux architecture's user ABI (OpenWrt's included).
+	UserHZ = 100
+
 	procStatPath     = "proc/stat"
 	procSoftirqsPath = "proc/softirqs"
 )

@@ -138,3 +138,62 @@ func TestParseSchedWait(t *testing.T) {
 		}
 	}
 }
+
+const softirqsFixture = `                    CPU0       CPU2
+          HI:          0          0
+      NET_TX:          5          1
+      NET_RX:       3059       3087
+`
+
+func TestParseSoftirqRowNetRX(t *testing.T) {
+	got, err := ParseSoftirqRow([]byte(softirqsFixture), "NET_RX")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[int]uint64{0: 3059, 2: 3087}; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	for name, in := range map[string]string{
+		"no row":       "CPU0\nHI: 1\n",
+		"bad header":   "FOO0\nNET_RX: 1\n",
+		"column count": "CPU0 CPU1\nNET_RX: 1\n",
+		"bad number":   "CPU0\nNET_RX: x\n",
+		"empty":        "",
+	} {
+		if _, err := ParseSoftirqRow([]byte(in), "NET_RX"); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+const statFixture = `cpu  4418 0 1198 68473 240 0 55 5 0 0
+cpu0 2498 0 632 33857 186 0 17 2 0 0
+cpu1 1920 0 565 34615 53 0 38 2 0 0
+intr 1 2 3
+softirq 10 0 1 2
+`
+
+// The softirq column of each cpuN row (tune's counters read it).
+func TestParseCPUTimesSoftirq(t *testing.T) {
+	ts, err := ParseCPUTimes([]byte(statFixture))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int]uint64{}
+	for _, c := range ts {
+		got[c.CPU] = c.Softirq
+	}
+	if want := map[int]uint64{0: 17, 1: 38}; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	for name, in := range map[string]string{
+		"no cpu lines": "intr 1\n",
+		"short line":   "cpu0 1 2 3\n",
+		"bad value":    "cpu0 1 2 3 4 5 6 x 8\n",
+		"bad cpu":      "cpuX 1 2 3 4 5 6 7 8\n",
+	} {
+		if _, err := ParseCPUTimes([]byte(in)); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}

@@ -1,15 +1,11 @@
 package tune
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/packet-steering/packet-steering/platform"
 )
@@ -38,11 +34,8 @@ type CPUCounters struct {
 	SoftirqTicks uint64 `json:"softirq_ticks"`
 }
 
-// UserHZ is the unit of /proc/stat times (USER_HZ), 100 on every
-// architecture OpenWrt builds for.
-const UserHZ = 100
-
-// ReadCounters reads the per-CPU counters below root (the real "/" or a
+// ReadCounters reads the per-CPU counters below root (with platform's
+// parsers of each file) (the real "/" or a
 // fixture root), ordered by CPU. A CPU missing from one of the files gets
 // zeros for that file's fields.
 func ReadCounters(root string) ([]CPUCounters, error) {
@@ -55,18 +48,18 @@ func ReadCounters(root string) ([]CPUCounters, error) {
 		}
 		return c
 	}
-	read := func(rel string, parse func(io.Reader) error) error {
+	read := func(rel string, parse func([]byte) error) error {
 		b, err := os.ReadFile(filepath.Join(root, rel))
 		if err != nil {
 			return fmt.Errorf("read counters: %w", err)
 		}
-		if err := parse(bytes.NewReader(b)); err != nil {
+		if err := parse(b); err != nil {
 			return fmt.Errorf("parse %s: %w", rel, err)
 		}
 		return nil
 	}
-	if err := read("proc/net/softnet_stat", func(r io.Reader) error {
-		rows, err := platform.ParseSoftnet(r)
+	if err := read("proc/net/softnet_stat", func(b []byte) error {
+		rows, err := platform.ParseSoftnet(bytes.NewReader(b))
 		for _, s := range rows {
 			c := get(s.CPU)
 			c.Processed, c.Dropped, c.TimeSqueeze, c.RPSReceived = s.Processed, s.Dropped, s.TimeSqueeze, s.RPSReceived
@@ -75,8 +68,8 @@ func ReadCounters(root string) ([]CPUCounters, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if err := read("proc/softirqs", func(r io.Reader) error {
-		m, err := ParseSoftirqs(r, "NET_RX")
+	if err := read("proc/softirqs", func(b []byte) error {
+		m, err := platform.ParseSoftirqRow(b, "NET_RX")
 		for cpu, n := range m {
 			get(cpu).NetRX = n
 		}
@@ -84,10 +77,10 @@ func ReadCounters(root string) ([]CPUCounters, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if err := read("proc/stat", func(r io.Reader) error {
-		m, err := ParseStatSoftirq(r)
-		for cpu, n := range m {
-			get(cpu).SoftirqTicks = n
+	if err := read("proc/stat", func(b []byte) error {
+		ts, err := platform.ParseCPUTimes(b)
+		for _, c := range ts {
+			get(c.CPU).SoftirqTicks = c.Softirq
 		}
 		return err
 	}); err != nil {
@@ -98,83 +91,6 @@ func ReadCounters(root string) ([]CPUCounters, error) {
 		out = append(out, *c)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CPU < out[j].CPU })
-	return out, nil
-}
-
-// ParseSoftirqs returns one row of /proc/softirqs ("NET_RX") by CPU number.
-// The header names the CPU of each column ("CPU0 CPU1 ..."), since the
-// kernel prints a column per possible CPU (kernel/softirq.c,
-// fs/proc/softirqs.c).
-func ParseSoftirqs(r io.Reader, row string) (map[int]uint64, error) {
-	sc := bufio.NewScanner(r)
-	if !sc.Scan() {
-		if err := sc.Err(); err != nil {
-			return nil, fmt.Errorf("scan: %w", err)
-		}
-		return nil, fmt.Errorf("empty file")
-	}
-	var cpus []int
-	for _, h := range strings.Fields(sc.Text()) {
-		n, err := strconv.Atoi(strings.TrimPrefix(h, "CPU"))
-		if err != nil || !strings.HasPrefix(h, "CPU") {
-			return nil, fmt.Errorf("header field %q is not CPUn", h)
-		}
-		cpus = append(cpus, n)
-	}
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 0 || f[0] != row+":" {
-			continue
-		}
-		if len(f)-1 != len(cpus) {
-			return nil, fmt.Errorf("row %s has %d columns, header %d", row, len(f)-1, len(cpus))
-		}
-		out := make(map[int]uint64, len(cpus))
-		for i, s := range f[1:] {
-			n, err := strconv.ParseUint(s, 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("row %s column %d: %w", row, i+1, err)
-			}
-			out[cpus[i]] = n
-		}
-		return out, nil
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("scan: %w", err)
-	}
-	return nil, fmt.Errorf("no %s row", row)
-}
-
-// ParseStatSoftirq returns the softirq time of each "cpuN" line of
-// /proc/stat (the 7th value: user nice system idle iowait irq softirq ...,
-// fs/proc/stat.c), in USER_HZ ticks, by CPU number.
-func ParseStatSoftirq(r io.Reader) (map[int]uint64, error) {
-	out := map[int]uint64{}
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 0 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
-			continue
-		}
-		cpu, err := strconv.Atoi(f[0][3:])
-		if err != nil {
-			return out, fmt.Errorf("line %q: bad cpu number: %w", f[0], err)
-		}
-		if len(f) < 8 {
-			return out, fmt.Errorf("line %s: %d values, want at least 7", f[0], len(f)-1)
-		}
-		n, err := strconv.ParseUint(f[7], 10, 64)
-		if err != nil {
-			return out, fmt.Errorf("line %s softirq: %w", f[0], err)
-		}
-		out[cpu] = n
-	}
-	if err := sc.Err(); err != nil {
-		return out, fmt.Errorf("scan: %w", err)
-	}
-	if len(out) == 0 {
-		return out, fmt.Errorf("no cpuN lines")
-	}
 	return out, nil
 }
 
@@ -226,7 +142,7 @@ func Deltas(before, after []CPUCounters) []CPUDelta {
 			TimeSqueeze: sub32(a.TimeSqueeze, b.TimeSqueeze),
 			RPSReceived: sub32(a.RPSReceived, b.RPSReceived),
 			NetRX:       sub(a.NetRX, b.NetRX),
-			SoftirqMS:   float64(sub(a.SoftirqTicks, b.SoftirqTicks)) * 1000 / UserHZ,
+			SoftirqMS:   float64(sub(a.SoftirqTicks, b.SoftirqTicks)) * 1000 / platform.UserHZ,
 		})
 	}
 	return out

@@ -1,7 +1,6 @@
 package tune
 
 import (
-	"bytes"
 	"math"
 	"strings"
 	"testing"
@@ -51,15 +50,5 @@ func FuzzParseLoadOutput(f *testing.F) {
 		if math.IsNaN(m.Throughput) || math.IsInf(m.Throughput, 0) {
 			t.Fatalf("non-finite throughput %v from %q", m.Throughput, b)
 		}
-	})
-}
-
-// FuzzCounterParsers: the /proc parsers never panic on any input.
-func FuzzCounterParsers(f *testing.F) {
-	f.Add([]byte(softirqsFixture))
-	f.Add([]byte(statFixture))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _ = ParseSoftirqs(bytes.NewReader(b), "NET_RX")
-		_, _ = ParseStatSoftirq(bytes.NewReader(b))
 	})
 }
