@@ -18,7 +18,7 @@ import (
 // upgrade of netifd, enabled or not; the daemon notices at once and takes
 // steering back through the init script (whose reload disables and stops
 // the stock service and applies). A start or stop of irqbalance changes
-// who places the IRQs (plan/writers.go), so it re-applies.
+// who places the IRQs (plan/otherwriters.go), so it re-applies.
 const (
 	procdServiceObject = "service"
 	// stockService is netifd's service, the one packet-steering replaces.

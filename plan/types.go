@@ -70,7 +70,7 @@ type Plan struct {
 	Actions  []Action `json:"actions"`
 	Hints    []Hint   `json:"hints"`
 	// Writers are the other programs that write these knobs, and whether
-	// the plan took them over or left their knobs to them (writers.go).
+	// the plan took them over or left their knobs to them (otherwriters.go).
 	Writers []WriterStatus `json:"writers,omitempty"`
 }
 

@@ -39,7 +39,7 @@ type Snapshot struct {
 	// steering (irqbalance), not every process.
 	Processes []string `json:"processes,omitempty"`
 	// Writers are the other programs found that write steering knobs
-	// (writers.go).
+	// (otherwriters.go).
 	Writers []OtherWriter `json:"writers,omitempty"`
 	// Identity says which board and target this is.
 	Identity Identity `json:"identity"`

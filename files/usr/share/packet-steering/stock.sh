@@ -112,7 +112,7 @@ ps_target() {
 }
 
 # ps_takeover_writers: take over the other writers of the knobs that
-# packet-steering covers (plan/writers.go has the inventory and why):
+# packet-steering covers (plan/otherwriters.go has the inventory and why):
 # on qualcommax/ipq807x, /etc/init.d/smp_affinity (START=93: it would pin
 # the EDMA IRQs and NAPI threads after packet-steering at every boot; the
 # qualcommax-ipq807x profile places them, and its wifi ring IRQs as the
