@@ -245,7 +245,7 @@ func setup(t *testing.T) *router {
 	if len(r.sock) > 100 {
 		testenv.Skipf(t, "socket path %s too long for a unix socket", r.sock)
 	}
-	writeFiles(t, root, map[string]string{
+	testenv.WriteTree(t, root, map[string]string{
 		"etc/config/network":         networkConfig,
 		"etc/config/firewall":        firewallConfig,
 		"etc/config/packet_steering": steeringConfig(r.devNames),
@@ -455,7 +455,7 @@ func (r *router) hotplug(t *testing.T) {
 
 	dir := t.TempDir()
 	calls := filepath.Join(dir, "calls")
-	writeFiles(t, dir, map[string]string{
+	testenv.WriteTree(t, dir, map[string]string{
 		"bin/ubus": fmt.Sprintf(`#!/bin/sh
 # ubus stand-in: list and call of packet_steering through packet-steering call.
 echo "ubus $*" >>%[1]q

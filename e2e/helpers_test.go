@@ -586,24 +586,6 @@ func (r *router) uciOptions(refs ...string) (map[string]string, error) {
 	return out, nil
 }
 
-// writeFiles writes files (relative path -> content) below dir.
-func writeFiles(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for rel, content := range files {
-		p := filepath.Join(dir, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		mode := os.FileMode(0o644)
-		if strings.HasPrefix(content, "#!") {
-			mode = 0o755
-		}
-		if err := os.WriteFile(p, []byte(content), mode); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // errStatus is the ubus status of a failed call (0 when err is nil).
 func errStatus(err error) ubus.Status {
 	if err == nil {

@@ -2,6 +2,7 @@ package platform
 
 import (
 	"context"
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -88,15 +89,7 @@ func TestReadLoad(t *testing.T) {
 		"proc/300/stat":         "300 (napi/eth0-1) S 2 0 0 0 -1 2129984 0 0 0 0 5 6 0 0",
 		"proc/300/schedstat":    "123456 7890 12\n",
 	}
-	for p, c := range files {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testenv.WriteTree(t, root, files)
 	lc, err := ReadLoad(context.Background(), root, []int{300, 301})
 	if err != nil {
 		t.Fatal(err)

@@ -184,14 +184,10 @@ func TestAdaptRollsBackOnFailure(t *testing.T) {
 func TestAdaptiveSampleOnFixture(t *testing.T) {
 	ctx := context.Background()
 	e, root := adaptiveEngine(t)
-	for p, c := range map[string]string{
+	testenv.WriteTree(t, root, map[string]string{
 		"proc/stat":     "cpu0 1 0 1 5 0 0 2 0\ncpu1 1 0 1 5 0 0 2 0\ncpu2 1 0 1 5 0 0 2 0\ncpu3 1 0 1 5 0 0 2 0\n",
 		"proc/softirqs": "  CPU0 CPU1 CPU2 CPU3\n NET_RX: 1 2 3 4\n",
-	} {
-		if err := os.WriteFile(filepath.Join(root, p), []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	quick, err := e.AdaptiveSample(ctx, false)
 	if err != nil || len(quick.CPUs) != 4 || quick.Units != nil || quick.CPUs[0].Processed == 0 {
 		t.Fatalf("quick sample %+v, %v", quick, err)

@@ -61,7 +61,7 @@ func kernelChild(t *testing.T) {
 	for _, v := range kernelVeths {
 		fmt.Fprintf(&devices, "\nconfig device\n\toption name '%s'\n\toption rps_cpus '1'\n\toption napi_cpus '1'\n", v.Name)
 	}
-	writeFixture(t, root, map[string]string{
+	testenv.WriteTree(t, root, map[string]string{
 		"etc/config/network":         networkConfig,
 		"etc/config/firewall":        "config defaults\n\toption input 'REJECT'\n",
 		"etc/config/packet_steering": "config globals 'globals'\n\toption mode 'auto'\n" + devices.String(),

@@ -15,25 +15,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// writeFixture creates files below root; content "" creates a directory.
-func writeFixture(t *testing.T, root string, files map[string]string) {
-	t.Helper()
-	for rel, content := range files {
-		p := filepath.Join(root, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 const napiStatus = "Name:\tnapi/eth0-257\nState:\tS (sleeping)\nPid:\t300\nCpus_allowed:\tf\nCpus_allowed_list:\t0-3\nMems_allowed:\t1\n"
 
 func TestFSWriterFixtureThreadAffinity(t *testing.T) {
 	root := t.TempDir()
-	writeFixture(t, root, map[string]string{
+	testenv.WriteTree(t, root, map[string]string{
 		"proc/300/stat":   "300 (napi/eth0-257) S 2 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0",
 		"proc/300/status": napiStatus,
 		// A user process that named itself like a NAPI thread.
@@ -87,7 +73,7 @@ func TestFSWriterFixtureThreadAffinity(t *testing.T) {
 
 func TestFSWriterKnobs(t *testing.T) {
 	root := t.TempDir()
-	writeFixture(t, root, map[string]string{"sys/class/net/eth0/queues/rx-0/rps_cpus": "0\n"})
+	testenv.WriteTree(t, root, map[string]string{"sys/class/net/eth0/queues/rx-0/rps_cpus": "0\n"})
 	w := NewFSWriter(root)
 	rel := "sys/class/net/eth0/queues/rx-0/rps_cpus"
 	if err := w.WriteKnob(rel, "e"); err != nil {

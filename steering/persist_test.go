@@ -41,7 +41,7 @@ func configRoot(t *testing.T, files map[string]string) string {
 	for name, content := range files {
 		m["etc/config/"+name] = content
 	}
-	writeFixture(t, root, m)
+	testenv.WriteTree(t, root, m)
 	if err := os.MkdirAll(filepath.Join(root, "etc/config"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func makeReadOnly(t *testing.T, dir string) {
 
 func TestSetModeReadOnlyConfigDir(t *testing.T) {
 	root := configRoot(t, map[string]string{"network": networkConfig})
-	writeFixture(t, root, map[string]string{"var/lock/.keep": ""})
+	testenv.WriteTree(t, root, map[string]string{"var/lock/.keep": ""})
 	e := NewEngine(root)
 	ctx := context.Background()
 	before, err := e.Status(ctx)
@@ -442,7 +442,7 @@ func diskFullChild(t *testing.T, root string) {
 	if err := syscall.Mount("tmpfs", root, "tmpfs", 0, "size=64k"); err != nil {
 		testenv.Skipf(t, "mount tmpfs: %v", err)
 	}
-	writeFixture(t, root, map[string]string{
+	testenv.WriteTree(t, root, map[string]string{
 		"etc/config/network": networkConfig,
 		"var/lock/.keep":     "",
 	})
@@ -633,7 +633,7 @@ func TestRefusedConfigKeepsLastGood(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			root := configRoot(t, map[string]string{"network": networkConfig, "packet_steering": good})
-			writeFixture(t, root, map[string]string{"var/lock/.keep": ""})
+			testenv.WriteTree(t, root, map[string]string{"var/lock/.keep": ""})
 			e := NewEngine(root)
 			ctx := context.Background()
 			want := plan.Settings{Mode: plan.ModeLegacy, Flows: 64, Source: plan.SourcePacketSteering}
@@ -689,7 +689,7 @@ func TestSetModeRaceStockUCI(t *testing.T) {
 	bin := testenv.StockUCI(t)
 	root := configRoot(t, map[string]string{"network": networkConfig,
 		"packet_steering": "\nconfig globals 'globals'\n\toption mode 'auto'\n"})
-	writeFixture(t, root, map[string]string{"var/lock/.keep": ""})
+	testenv.WriteTree(t, root, map[string]string{"var/lock/.keep": ""})
 	dir := filepath.Join(root, "etc/config")
 	savedir := t.TempDir()
 	stock := func(args ...string) error {

@@ -2,8 +2,7 @@ package tune
 
 import (
 	"context"
-	"os"
-	"path/filepath"
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"testing"
 	"time"
 
@@ -25,14 +24,10 @@ func TestMachineAdaptiveCandidate(t *testing.T) {
 	cfg := adaptive.DefaultConfig()
 	cfg.Interval, cfg.MaxIdleInterval = 10*time.Millisecond, 40*time.Millisecond
 	st.AdaptiveConfig = cfg
-	for p, c := range map[string]string{
+	testenv.WriteTree(t, root, map[string]string{
 		"proc/stat":     "cpu0 1 0 1 5 0 0 2 0\ncpu1 1 0 1 5 0 0 2 0\ncpu2 1 0 1 5 0 0 2 0\ncpu3 1 0 1 5 0 0 2 0\n",
 		"proc/softirqs": "  CPU0 CPU1 CPU2 CPU3\n NET_RX: 1 2 3 4\n",
-	} {
-		if err := os.WriteFile(filepath.Join(root, p), []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	before = digest(t, root)
 	cands := mustCandidates(t, "off;adaptive")
 	if _, err := st.Prepare(context.Background(), cands); err != nil {

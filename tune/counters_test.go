@@ -10,26 +10,13 @@ import (
 	"github.com/packet-steering/packet-steering/internal/testenv"
 )
 
-func writeFixture(t *testing.T, root string, files map[string]string) {
-	t.Helper()
-	for rel, body := range files {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 func TestReadCountersAndDeltas(t *testing.T) {
 	root := t.TempDir()
 	softnet := func(p0, p1 string) string {
 		return p0 + " 00000000 00000001 0 0 0 0 0 0 00000002 0 0 00000000 0 0\n" +
 			p1 + " 00000003 00000000 0 0 0 0 0 0 00000000 0 0 00000001 0 0\n"
 	}
-	writeFixture(t, root, map[string]string{
+	testenv.WriteTree(t, root, map[string]string{
 		"proc/net/softnet_stat": softnet("ffffff00", "00000010"),
 		"proc/softirqs":         "CPU0 CPU1\nNET_RX: 100 200\n",
 		"proc/stat":             "cpu 0 0 0 0 0 0 0 0\ncpu0 0 0 0 0 0 0 5 0\ncpu1 0 0 0 0 0 0 7 0\n",
@@ -45,7 +32,7 @@ func TestReadCountersAndDeltas(t *testing.T) {
 	if !reflect.DeepEqual(before, want) {
 		t.Fatalf("before = %+v\nwant %+v", before, want)
 	}
-	writeFixture(t, root, map[string]string{
+	testenv.WriteTree(t, root, map[string]string{
 		"proc/net/softnet_stat": softnet("00000100", "00000020"), // cpu0 wrapped
 		"proc/softirqs":         "CPU0 CPU1\nNET_RX: 150 260\n",
 		"proc/stat":             "cpu0 0 0 0 0 0 0 6 0\ncpu1 0 0 0 0 0 0 10 0\n",

@@ -2,12 +2,12 @@ package ubusobj
 
 import (
 	"context"
+	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 	"testing"
 	"time"
 
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
-	"github.com/packet-steering/packet-steering/platform/fixture"
 	"github.com/packet-steering/packet-steering/steering"
 	"golang.org/x/sys/unix"
 )
@@ -64,14 +64,7 @@ func processCPU(b *testing.B) time.Duration {
 // BenchmarkStatusDemo is `ubus call packet_steering status` on the demo
 // router fixture with the real engine (every call reads the machine).
 func BenchmarkStatusDemo(b *testing.B) {
-	spec, ok := fixture.Preset("demo")
-	if !ok {
-		b.Fatal("no demo preset")
-	}
-	root := b.TempDir()
-	if err := fixture.Build(root, spec); err != nil {
-		b.Fatal(err)
-	}
+	root := fixturetest.Root(b, "demo", nil)
 	eng := steering.NewEngine(root)
 	if _, err := eng.Apply(context.Background(), steering.ApplyRequest{Reason: "bench"}); err != nil {
 		b.Fatal(err)

@@ -3,13 +3,13 @@ package ubusobj
 import (
 	"context"
 	"encoding/json"
+	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/plan"
-	"github.com/packet-steering/packet-steering/platform/fixture"
 	"github.com/packet-steering/packet-steering/steering"
 )
 
@@ -50,14 +50,7 @@ func jsonRoute(v any) ([]ubus.Attr, error) {
 
 // The direct encoder gives exactly what the JSON path gives.
 func TestEncodeReplyMatchesJSONPath(t *testing.T) {
-	spec, ok := fixture.Preset("demo")
-	if !ok {
-		t.Fatal("no demo preset")
-	}
-	root := t.TempDir()
-	if err := fixture.Build(root, spec); err != nil {
-		t.Fatal(err)
-	}
+	root := fixturetest.Root(t, "demo", nil)
 	eng := steering.NewEngine(root)
 	ctx := context.Background()
 	res, err := eng.Apply(ctx, steering.ApplyRequest{Reason: "test"})

@@ -2,9 +2,9 @@ package ubusobj
 
 import (
 	"fmt"
+	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 	"testing"
 
-	"github.com/packet-steering/packet-steering/platform/fixture"
 	"github.com/packet-steering/packet-steering/steering"
 )
 
@@ -13,11 +13,7 @@ import (
 // napi/eth0-(8193+i) and virtio0-input.i, tx-i its tx thread (a
 // napi/eth0-0) and virtio0-output.i. This is the reply the LuCI map draws.
 func TestGetQueuesVirtio(t *testing.T) {
-	spec, _ := fixture.Preset("virtio-4q")
-	root := t.TempDir()
-	if err := fixture.Build(root, spec); err != nil {
-		t.Fatal(err)
-	}
+	root := fixturetest.Root(t, "virtio-4q", nil)
 	_, _, c := serve(t, steering.NewEngine(root))
 	q, err := call(t, c, "get_queues", `{"device":"eth0"}`)
 	if err != nil {

@@ -247,14 +247,10 @@ func TestDaemonAdaptiveIdleCost(t *testing.T) {
 		secs = n
 	}
 	root := fixturetest.Root(t, "demo", nil)
-	for p, c := range map[string]string{
+	testenv.WriteTree(t, root, map[string]string{
 		"proc/stat":     "cpu0 1 0 1 5 0 0 2 0\ncpu1 1 0 1 5 0 0 2 0\ncpu2 1 0 1 5 0 0 2 0\ncpu3 1 0 1 5 0 0 2 0\n",
 		"proc/softirqs": "  CPU0 CPU1 CPU2 CPU3\n NET_RX: 1 2 3 4\n",
-	} {
-		if err := os.WriteFile(filepath.Join(root, p), []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	_, sock := ubustest.Start(t)
 	d := startDaemonProcess(t, sock, root)
 	cmd, stderr := d.cmd, d.stderr

@@ -45,7 +45,8 @@ func cliRoot(t *testing.T) string {
 		"sys/bus/cpu/devices/cpu0": "../../../devices/system/cpu/cpu0",
 		"sys/bus/cpu/devices/cpu1": "../../../devices/system/cpu/cpu1",
 	}
-	writeTree(t, root, files, links)
+	testenv.WriteTree(t, root, files)
+	testenv.WriteLinks(t, root, links)
 	return root
 }
 

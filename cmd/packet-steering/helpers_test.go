@@ -1,9 +1,7 @@
 package main
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -11,31 +9,6 @@ import (
 
 	"github.com/packet-steering/packet-steering/internal/testenv"
 )
-
-// writeTree writes files (a path below root -> its content) and then links
-// (a path below root -> the link's target) below root, making the
-// directories they need.
-func writeTree(t *testing.T, root string, files, links map[string]string) {
-	t.Helper()
-	for rel, content := range files {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for rel, target := range links {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(target, p); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // daemonProcess is `packet-steering daemon` run as a process of its own:
 // this test binary re-executed as the helper "daemon" (TestMain).

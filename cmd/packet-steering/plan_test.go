@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,20 +12,12 @@ import (
 
 	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
-	"github.com/packet-steering/packet-steering/platform/fixture"
 )
 
 // planRoot builds a fixture preset root for the plan command.
 func planRoot(t *testing.T, preset string) string {
 	t.Helper()
-	spec, ok := fixture.Preset(preset)
-	if !ok {
-		t.Fatalf("no preset %s", preset)
-	}
-	root := t.TempDir()
-	if err := fixture.Build(root, spec); err != nil {
-		t.Fatal(err)
-	}
+	root := fixturetest.Root(t, preset, nil)
 	return root
 }
 

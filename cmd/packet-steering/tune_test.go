@@ -3,12 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/packet-steering/packet-steering/internal/testenv"
-	"github.com/packet-steering/packet-steering/platform/fixture"
 )
 
 func TestTuneRefusesWithoutTarget(t *testing.T) {
@@ -58,14 +58,7 @@ func TestTuneListAndDurationLimitOnFixture(t *testing.T) {
 	if _, err := exec.LookPath("iperf3"); err != nil {
 		testenv.Skipf(t, "iperf3 not installed")
 	}
-	spec, ok := fixture.Preset("bcm53xx")
-	if !ok {
-		t.Fatal("no bcm53xx preset")
-	}
-	root := t.TempDir()
-	if err := fixture.Build(root, spec); err != nil {
-		t.Fatal(err)
-	}
+	root := fixturetest.Root(t, "bcm53xx", nil)
 	var out, errb bytes.Buffer
 	env := &cliEnv{stdout: &out, stderr: &errb}
 	code := run(context.Background(), env, []string{"tune", "--root", root, "--target", "198.18.0.2", "--max-configs", "13", "--list"})

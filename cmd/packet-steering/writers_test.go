@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/packet-steering/packet-steering/internal/testenv"
 	"strings"
 	"testing"
 
@@ -24,7 +25,8 @@ func TestStatusOtherWriters(t *testing.T) {
 		"etc/packet-steering/takeover":            "packet_steering enabled\nsmp_affinity enabled\n",
 		"usr/libexec/platform/packet-steering.sh": "#!/bin/sh\n",
 	}
-	writeTree(t, root, files, map[string]string{"etc/rc.d/S90irqbalance": "../init.d/irqbalance"})
+	testenv.WriteTree(t, root, files)
+	testenv.WriteLinks(t, root, map[string]string{"etc/rc.d/S90irqbalance": "../init.d/irqbalance"})
 	code, out, errs := runCLI(t, "status", "--root", root, "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
