@@ -15,7 +15,7 @@ SIZE_XZ_LIMIT ?= 1048576
 SIZE_GZ_LIMIT ?= 1572864
 export CGO_ENABLED := 0
 
-.PHONY: all build build-router test test-go test-go123 test-cross test-race test-fuzz test-shell test-browser test-vm bench perf flood size demo deps vet clean
+.PHONY: all build build-router check test test-go test-go123 test-cross test-race test-fuzz test-shell test-browser test-vm bench perf flood size demo deps vet clean
 
 all: build
 
@@ -37,11 +37,28 @@ deps:
 # vets and tests with Debian's Go 1.23 (scripts/test-go123.sh).
 GO_MIN := 1.23.0
 
+# staticcheck, a linter beyond vet (configured in staticcheck.conf),
+# installed by scripts/deps.sh from the Go module proxy.
+STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
+
 vet:
 	@grep -qx 'go $(GO_MIN)' go.mod || { echo "go.mod: the go directive must stay $(GO_MIN) (OpenWrt 24.10's Go)"; exit 1; }
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags $(ROUTER_TAGS) ./...
+	@./scripts/deps.sh staticcheck
+	$(STATICCHECK) ./...
+	$(STATICCHECK) -tags $(ROUTER_TAGS) ./...
+
+# --- the edit-test loop (issue 20) ---
+# make check: gofmt, go vet and the -short tests of every package (one
+# preset per mode where a test runs them all, no kernel, QEMU or timing
+# tests). Not a substitute for make test, which .ci/run runs.
+check:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
+	$(GO) vet ./...
+	PACKET_STEERING_REQUIRE_KERNEL= $(GO) test -short -count=1 ./...
+# --- end of the edit-test loop ---
 
 # Everything: Go unit, kernel (netns) and fuzz-smoke tests, shell scripts,
 # and the browser test. Installs missing Debian/npm packages first.

@@ -76,13 +76,6 @@ func (r *adaptiveRunner) sync(m plan.Mode) {
 	}()
 }
 
-// running reports whether the loop runs.
-func (r *adaptiveRunner) running() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.cancel != nil
-}
-
 // stop ends the loop and waits for it.
 func (r *adaptiveRunner) stop() {
 	r.mu.Lock()

@@ -27,7 +27,6 @@ func newMachine(n int, cores ...int) *machine {
 }
 
 func (m *machine) target(t string) *machine { m.s.Identity.Target = t; return m }
-func (m *machine) board(b string) *machine  { m.s.Identity.Board = b; return m }
 func (m *machine) offload(sw, hw string) *machine {
 	m.s.Config.FlowOffloading, m.s.Config.FlowOffloadingHW = sw, hw
 	return m

@@ -1,7 +1,24 @@
 #!/bin/sh
 # Installs what the tests and the demo need on a Debian machine, and nothing
-# that is already there. Usage: scripts/deps.sh [test|demo]
+# that is already there. Usage: scripts/deps.sh [test|demo|staticcheck]
 set -eu
+
+# staticcheck (make vet): from the Go module proxy with go install, at a
+# version that reads go 1.23 modules and builds with the installed Go
+# (0.8.x supports Go 1.26), into $(go env GOPATH)/bin.
+STATICCHECK_VERSION=v0.8.2
+staticcheck() {
+	bin="$(go env GOPATH)/bin/staticcheck"
+	if "$bin" -version 2>/dev/null | grep -q "(${STATICCHECK_VERSION#v})"; then
+		return 0
+	fi
+	echo "deps: installing staticcheck $STATICCHECK_VERSION (go install)" >&2
+	GOFLAGS='' go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+}
+if [ "${1:-test}" = staticcheck ]; then
+	staticcheck
+	exit 0
+fi
 
 if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
 want=""
@@ -61,4 +78,8 @@ fi
 if [ "${1:-test}" = test ] && [ ! -d luci-app-packet-steering/test/node_modules/playwright-core ]; then
 	echo "deps: installing playwright-core (npm)" >&2
 	(cd luci-app-packet-steering/test && npm install --no-audit --no-fund --silent)
+fi
+
+if [ "${1:-test}" = test ]; then
+	staticcheck
 fi

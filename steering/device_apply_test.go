@@ -78,7 +78,7 @@ func TestDeviceApplyMatchesFullApply(t *testing.T) {
 	machines = append(machines, machine{name: "mt7621-two-gmacs", preset: "mt7621", tweak: func(s *fixture.Spec) {
 		s.Devices = append(s.Devices, fixture.Device{Name: "eth1", Driver: "mtk_soc_eth", Bus: "platform/1e100000.ethernet", TxQueues: 16, Threaded: true})
 	}})
-	for _, m := range machines {
+	for i, m := range machines {
 		root := fixturetest.Root(t, m.preset, func(s *fixture.Spec) {
 			s.Processes = fixture.DropPIDClashes(s.Processes)
 			if m.tweak != nil {
@@ -86,7 +86,10 @@ func TestDeviceApplyMatchesFullApply(t *testing.T) {
 			}
 		})
 		preset := m.name
-		for _, mode := range plan.Modes {
+		for j, mode := range plan.Modes {
+			if !fixturetest.InShort(i, j, len(plan.Modes)) {
+				continue
+			}
 			t.Run(preset+"/"+string(mode), func(t *testing.T) {
 				setDeviceTestMode(t, root, mode)
 				e := NewEngine(root)

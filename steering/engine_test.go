@@ -35,8 +35,11 @@ func userNAPIStatus(t *testing.T, root string, spec fixture.Spec) map[int]string
 
 func TestApplyIdempotentOnPresets(t *testing.T) {
 	ctx := context.Background()
-	for _, name := range fixture.PresetNames() {
-		for _, mode := range plan.Modes {
+	for i, name := range fixture.PresetNames() {
+		for j, mode := range plan.Modes {
+			if !fixturetest.InShort(i, j, len(plan.Modes)) {
+				continue
+			}
 			t.Run(name+"/"+string(mode), func(t *testing.T) {
 				spec, _ := fixture.Preset(name)
 				root := fixturetest.Root(t, name, nil)

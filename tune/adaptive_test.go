@@ -17,7 +17,6 @@ import (
 // fixture's counters do not move, so the loop samples and moves nothing.
 func TestMachineAdaptiveCandidate(t *testing.T) {
 	root := fixturetest.Root(t, "ipq807x", nil)
-	before := digest(t, root)
 	eng := steering.NewEngine(root)
 	st := newMachine(eng, steering.NewFSWriter(root))
 	st.Adaptive = steering.NewEngine(root, steering.WithLockDir(t.TempDir()))
@@ -28,7 +27,7 @@ func TestMachineAdaptiveCandidate(t *testing.T) {
 		"proc/stat":     "cpu0 1 0 1 5 0 0 2 0\ncpu1 1 0 1 5 0 0 2 0\ncpu2 1 0 1 5 0 0 2 0\ncpu3 1 0 1 5 0 0 2 0\n",
 		"proc/softirqs": "  CPU0 CPU1 CPU2 CPU3\n NET_RX: 1 2 3 4\n",
 	})
-	before = digest(t, root)
+	before := digest(t, root)
 	cands := mustCandidates(t, "off;adaptive")
 	if _, err := st.Prepare(context.Background(), cands); err != nil {
 		t.Fatal(err)

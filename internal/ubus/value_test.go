@@ -224,34 +224,36 @@ type inner4 struct {
 type valueSample struct {
 	Inner
 	*inner2
-	E       string             `json:"e"`
-	Skip    int                `json:"-"`
-	Dash    int                `json:"-,"`
-	F32     float32            `json:"f32"`
-	F64     float64            `json:"f64"`
-	Whole   float64            `json:"whole"`
-	Tiny    float64            `json:"tiny"`
-	Huge    float64            `json:"huge"`
-	I8      int8               `json:"i8"`
-	U       uint               `json:"u"`
-	U64     uint64             `json:"u64"`
-	Bytes   []byte             `json:"bytes"`
-	NilB    []byte             `json:"nil_b"`
-	Arr     [3]uint8           `json:"arr"`
-	T       time.Time          `json:"t"`
-	TP      *time.Time         `json:"tp"`
-	TNil    *time.Time         `json:"tnil"`
-	Text    textPtr            `json:"text"`
-	MI      map[int]string     `json:"mi"`
-	MU      map[uint8][]int    `json:"mu"`
-	MS      map[string]any     `json:"ms"`
-	Bad     string             `json:"bad"`
-	Esc     string             `json:"esc"`
-	Omit    map[string]int     `json:"omit,omitempty"`
-	OmitP   *int               `json:"omit_p,omitempty"`
-	Empty   []string           `json:"empty"`
-	Any     any                `json:"any"`
-	Nested  []map[string][]int `json:"nested"`
+	E    string `json:"e"`
+	Skip int    `json:"-"`
+	//lint:ignore SA5008 "-," names the member "-": the case encoding/json documents, tested here
+	Dash   int                `json:"-,"`
+	F32    float32            `json:"f32"`
+	F64    float64            `json:"f64"`
+	Whole  float64            `json:"whole"`
+	Tiny   float64            `json:"tiny"`
+	Huge   float64            `json:"huge"`
+	I8     int8               `json:"i8"`
+	U      uint               `json:"u"`
+	U64    uint64             `json:"u64"`
+	Bytes  []byte             `json:"bytes"`
+	NilB   []byte             `json:"nil_b"`
+	Arr    [3]uint8           `json:"arr"`
+	T      time.Time          `json:"t"`
+	TP     *time.Time         `json:"tp"`
+	TNil   *time.Time         `json:"tnil"`
+	Text   textPtr            `json:"text"`
+	MI     map[int]string     `json:"mi"`
+	MU     map[uint8][]int    `json:"mu"`
+	MS     map[string]any     `json:"ms"`
+	Bad    string             `json:"bad"`
+	Esc    string             `json:"esc"`
+	Omit   map[string]int     `json:"omit,omitempty"`
+	OmitP  *int               `json:"omit_p,omitempty"`
+	Empty  []string           `json:"empty"`
+	Any    any                `json:"any"`
+	Nested []map[string][]int `json:"nested"`
+	//lint:ignore U1000 an unexported field, which the codec must skip
 	private int
 }
 
