@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -77,7 +76,9 @@ func (p *process) run(ctx context.Context) error {
 		copies.Add(1)
 		go func() {
 			defer copies.Done()
-			_, _ = io.Copy(c.w, c.r)
+			// bytes.Buffer.ReadFrom, not io.Copy: the file's WriteTo would link
+			// the splice path into the router binary.
+			_, _ = c.w.ReadFrom(c.r)
 		}()
 	}
 	done := make(chan struct{})
