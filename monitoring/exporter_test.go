@@ -265,9 +265,9 @@ func TestLuaExporterBadCases(t *testing.T) {
 				`packet_steering_config_errors`:      0,
 				`packet_steering_queues_up`:          1,
 				`packet_steering_queue_planned_cpu{cpu="1",device="eth0",knob="rps",queue="rx-0"}`: 1,
-				`packet_steering_queue_in_sync{device="eth0",knob="rps",queue="rx-0"}`:            0,
-				`packet_steering_queue_cpu{cpu="0",device="eth0",knob="irq",queue="rx-0"}`:        1,
-				`packet_steering_queue_in_sync{device="eth0",knob="irq",queue="rx-0"}`:            0,
+				`packet_steering_queue_in_sync{device="eth0",knob="rps",queue="rx-0"}`:             0,
+				`packet_steering_queue_cpu{cpu="0",device="eth0",knob="irq",queue="rx-0"}`:         1,
+				`packet_steering_queue_in_sync{device="eth0",knob="irq",queue="rx-0"}`:             0,
 			}
 			for k, v := range want {
 				if s, ok := got[k]; !ok || s.value != v {
@@ -333,11 +333,11 @@ func TestSoftnetWidths(t *testing.T) {
 				second = "2" // the CPU id column: CPU 1 offline
 			}
 			want := map[string]float64{
-				`node_softnet_processed_total{cpu="0"}`:       16,
+				`node_softnet_processed_total{cpu="0"}`:              16,
 				`node_softnet_processed_total{cpu="` + second + `"}`: 32,
-				`node_softnet_dropped_total{cpu="0"}`:         1,
-				`node_softnet_times_squeezed_total{cpu="0"}`:  2,
-				`node_softnet_cpu_collision_total{cpu="0"}`:   3,
+				`node_softnet_dropped_total{cpu="0"}`:                1,
+				`node_softnet_times_squeezed_total{cpu="0"}`:         2,
+				`node_softnet_cpu_collision_total{cpu="0"}`:          3,
 			}
 			if width >= 11 {
 				want[`node_softnet_received_rps_total{cpu="0"}`] = 4
