@@ -25,12 +25,6 @@ const daemonGCPercent = 25
 // small router's budget.
 const daemonMemoryLimit = 16 << 20
 
-// daemonViewTTL is how long the daemon's status and get_queues reuse one
-// read of the machine: long enough for the two calls of one exporter scrape,
-// short enough that a change made behind the daemon's back shows at once to
-// a person or a test that looks again.
-const daemonViewTTL = 250 * time.Millisecond
-
 // daemonConfig is one run of the daemon.
 type daemonConfig struct {
 	// socket is the broker's socket ("" tries the default paths).
@@ -76,10 +70,7 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 	if help, err := c.parse(args); help || err != nil {
 		return err
 	}
-	// The view cache lets a monitoring scrape's status and get_queues (made
-	// a few milliseconds apart) share one read of the machine; applies and
-	// mode changes drop it (docs/monitoring.md, "Cost").
-	eng := steering.NewEngine(c.rootDir(), steering.WithViewCache(daemonViewTTL))
+	eng := steering.NewEngine(c.rootDir())
 	// Never both: where rpcd's exec plugin serves the object (its `list`
 	// registered it), a daemon could not register it anyway.
 	if sc, err := eng.Server(ctx); err != nil {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/platform"
-	"github.com/packet-steering/packet-steering/steering"
 	"github.com/packet-steering/packet-steering/ubusobj"
 )
 
@@ -19,8 +18,8 @@ const reportSummary = "print snapshot, plan, status and queues as one JSON (for 
 // configured mode made from that snapshot, and the status and queues.
 type report struct {
 	*platform.Snapshot
-	Report reportInfo     `json:"report"`
-	Plan   *steering.Plan `json:"plan"`
+	Report reportInfo `json:"report"`
+	Plan   any        `json:"plan"`
 	// Status and Queues are the daemon's ubus replies to status and
 	// get_queues when it answered, else the same read here.
 	Status any `json:"status"`
@@ -59,7 +58,7 @@ func runReport(ctx context.Context, env *cliEnv, args []string) error {
 		return usagef("--timeout must be positive")
 	}
 	e := oneShotEngine(c.rootDir())
-	snap, p, err := e.Plan(ctx, steering.PlanRequest{})
+	snap, p, err := planConfigured(ctx, e.Plan)
 	if err != nil {
 		return err
 	}
@@ -81,6 +80,14 @@ func runReport(ctx context.Context, env *cliEnv, args []string) error {
 		return fmt.Errorf("write report: %w", err)
 	}
 	return nil
+}
+
+// planConfigured calls an engine's Plan with the zero request: the
+// configured mode (a live set_mode included) and flows. Taking the method
+// as a value leaves the request's type to the engine's package.
+func planConfigured[R, P any](ctx context.Context, plan func(context.Context, R) (*platform.Snapshot, P, error)) (*platform.Snapshot, P, error) {
+	var configured R
+	return plan(ctx, configured)
 }
 
 // daemonViews asks the object's status and get_queues over ubus.
