@@ -11,20 +11,19 @@ import (
 	"time"
 
 	"github.com/packet-steering/packet-steering/internal/ubus"
+	"golang.org/x/sys/unix"
 )
 
-// ucodeRootfs unpacks the 23.05 x86_64 rootfs of ../shared/openwrt (it has
-// ucode with its fs, ubus and uci modules and libubus; Debian has no
-// ucode) into a temporary directory and installs the real
-// prometheus-node-exporter-ucode's metrics.uc and the project's collector
-// as the package places them.
-func ucodeRootfs(t *testing.T) string {
+// unpackRootfs unpacks one of ../shared/openwrt's x86_64 root file
+// systems into a temporary directory, with what a booted router has and
+// the tarball does not: /var as a link to /tmp and /dev/null.
+func unpackRootfs(t *testing.T, name string) string {
 	t.Helper()
-	tarball := filepath.Join(shared(t), "openwrt/openwrt-23.05-snapshot-r23633-x86_64-rootfs.tar.xz")
+	tarball := filepath.Join(shared(t), "openwrt", name)
 	if _, err := os.Stat(tarball); err != nil {
-		t.Fatalf("the 23.05 rootfs: %v", err)
+		t.Fatalf("rootfs: %v", err)
 	}
-	dir, err := os.MkdirTemp("", "psuc")
+	dir, err := os.MkdirTemp("", "psow")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,21 +31,47 @@ func ucodeRootfs(t *testing.T) string {
 	if out, err := exec.Command("tar", "-xJf", tarball, "-C", dir).CombinedOutput(); err != nil {
 		t.Fatalf("unpack %s: %v\n%s", tarball, err, out)
 	}
-	lib := filepath.Join(dir, "usr/share/ucode/node-exporter/lib")
-	if err := os.MkdirAll(lib, 0o755); err != nil {
+	if _, err := os.Lstat(filepath.Join(dir, "var")); os.IsNotExist(err) {
+		if err := os.Symlink("tmp", filepath.Join(dir, "var")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "dev"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cp := func(src, dst string) {
-		b, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(dst, b, 0o644); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "dev/null")); err != nil {
+		if err := unix.Mknod(filepath.Join(dir, "dev/null"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cp(filepath.Join(shared(t), "tools/prometheus-node-exporter/prometheus-node-exporter-ucode/files/metrics.uc"), filepath.Join(dir, "usr/share/ucode/node-exporter/metrics.uc"))
-	cp(filepath.Join(top(t), "monitoring/ucode/packet_steering.uc"), filepath.Join(lib, "packet_steering.uc"))
+	return dir
+}
+
+// install copies src into the rootfs at dst.
+func install(t *testing.T, rootfs, src, dst string, mode os.FileMode) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst = filepath.Join(rootfs, dst)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ucodeRootfs is the 23.05 x86_64 rootfs (ucode with its fs, ubus and uci
+// modules and libubus; Debian has no ucode) with the real
+// prometheus-node-exporter-ucode's metrics.uc and the project's collector
+// where the packages place them.
+func ucodeRootfs(t *testing.T) string {
+	t.Helper()
+	dir := unpackRootfs(t, "openwrt-23.05-snapshot-r23633-x86_64-rootfs.tar.xz")
+	install(t, dir, filepath.Join(shared(t), "tools/prometheus-node-exporter/prometheus-node-exporter-ucode/files/metrics.uc"), "usr/share/ucode/node-exporter/metrics.uc", 0o644)
+	install(t, dir, filepath.Join(top(t), "monitoring/ucode/packet_steering.uc"), "usr/share/ucode/node-exporter/lib/packet_steering.uc", 0o644)
 	if err := os.MkdirAll(filepath.Join(dir, "tmp/w"), 0o755); err != nil {
 		t.Fatal(err)
 	}
