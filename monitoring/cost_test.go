@@ -53,7 +53,7 @@ func TestScrapeCost(t *testing.T) {
 	}()
 	defer unix.Close(fd)
 
-	const n = 20
+	const n = 50
 	cpu0 := procCPU(t, w.daemon.Process.Pid)
 	var wall time.Duration
 	for i := 0; i < n; i++ {

@@ -19,6 +19,7 @@ need prometheus prometheus
 need collectd collectd-core
 need unshare util-linux
 need xz xz-utils
+need node nodejs
 
 if [ -n "$want" ]; then
 	echo "deps-monitoring: installing$want" >&2
