@@ -34,7 +34,9 @@ func TestScrapeCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := unix.InotifyAddWatch(fd, filepath.Join(w.root, "sys/class/net/eth0/queues/rx-0/rps_cpus"), unix.IN_OPEN); err != nil {
+	// Closes too: inotify merges an event with an identical one not yet
+	// read, so two opens in a row would count once.
+	if _, err := unix.InotifyAddWatch(fd, filepath.Join(w.root, "sys/class/net/eth0/queues/rx-0/rps_cpus"), unix.IN_OPEN|unix.IN_CLOSE_NOWRITE); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
@@ -45,8 +47,11 @@ func TestScrapeCost(t *testing.T) {
 				return
 			}
 			for off := 0; off+unix.SizeofInotifyEvent <= n; {
+				mask := byteorder.NativeEndian.Uint32(buf[off+4:])
 				l := byteorder.NativeEndian.Uint32(buf[off+12:])
-				opens.Add(1)
+				if mask&unix.IN_OPEN != 0 {
+					opens.Add(1)
+				}
 				off += unix.SizeofInotifyEvent + int(l)
 			}
 		}
