@@ -252,6 +252,14 @@ func TestLuaExporterBadCases(t *testing.T) {
 			fail := func(context.Context, *ubus.Request) ([]ubus.Attr, error) { return nil, ubus.StatusUnknownError }
 			w.fakeObject(t, fail, fail)
 		}, 0, nil},
+		{"error after a reply", func(t *testing.T, w *world) {
+			// As the daemon answers a failed call: {"error": ...}, then
+			// UNKNOWN_ERROR; the CLI prints the reply and exits 9.
+			errReply := func(context.Context, *ubus.Request) ([]ubus.Attr, error) {
+				return []ubus.Attr{ubus.String("error", "read /sys: input/output error"), ubus.String("mode", "auto")}, ubus.StatusUnknownError
+			}
+			w.fakeObject(t, errReply, errReply)
+		}, 0, nil},
 		{"malformed replies", func(t *testing.T, w *world) {
 			w.fakeObject(t, jsonReply(t, malformedStatus), jsonReply(t, malformedQueues))
 		}, 1, func(t *testing.T, got map[string]sample) {

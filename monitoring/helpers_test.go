@@ -102,6 +102,7 @@ type world struct {
 	broker     *ubustest.Broker
 	daemon     *exec.Cmd
 	daemonOut  *bytes.Buffer
+	fake       *ubus.Conn // fakeObject's connection
 }
 
 // newWorld builds preset's fixture root at dir/root and a broker at
@@ -216,6 +217,27 @@ func (w *world) fakeObject(t *testing.T, status, queues ubus.Handler) {
 	}}
 	if err := c.AddObject(ctx, obj); err != nil {
 		t.Fatal(err)
+	}
+	w.fake = c
+}
+
+// stopFake takes the fake object off the broker (its connection closes).
+func (w *world) stopFake(t *testing.T) {
+	t.Helper()
+	if w.fake != nil {
+		w.fake.Close()
+		w.fake = nil
+	}
+	// The broker drops the object when it sees the connection go.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := w.call("status"); err != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the fake object is still on the broker 5 s after its connection closed")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

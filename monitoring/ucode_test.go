@@ -137,6 +137,15 @@ func TestUcodeExporter(t *testing.T) {
 	if v, ok := parseScrape(t, text)["packet_steering_up"]; !ok || v.value != 0 {
 		t.Errorf("object missing: packet_steering_up %v (present %v), want 0", v.value, ok)
 	}
+	errReply := func(context.Context, *ubus.Request) ([]ubus.Attr, error) {
+		return []ubus.Attr{ubus.String("error", "read /sys: input/output error"), ubus.String("mode", "auto")}, ubus.StatusUnknownError
+	}
+	w.fakeObject(t, errReply, errReply)
+	text, _ = scrapeUcode(t, rootfs)
+	if v, ok := parseScrape(t, text)["packet_steering_up"]; !ok || v.value != 0 {
+		t.Errorf("error after a reply: packet_steering_up %v (present %v), want 0", v.value, ok)
+	}
+	w.stopFake(t)
 	never := func(ctx context.Context, _ *ubus.Request) ([]ubus.Attr, error) {
 		select {
 		case <-ctx.Done():

@@ -167,15 +167,19 @@ local function interrupts()
 end
 
 -- ubus_call runs `ubus -t timeout call packet_steering method` and decodes
--- its JSON reply; nil when the call fails, times out or does not decode.
+-- its JSON reply; nil when the call fails (the CLI prints a failed call's
+-- reply too, such as {"error": ...} before status 9), times out or does not
+-- decode. Lua 5.1's close of a pipe gives no exit status: the shell appends
+-- it as a last line.
 local function ubus_call(method)
   if not json_decode then return nil end
-  local p = io.popen("ubus -t " .. timeout .. " call packet_steering " .. method .. " 2>/dev/null")
+  local p = io.popen("ubus -t " .. timeout .. " call packet_steering " .. method .. " 2>/dev/null; echo \"#rc=$?\"")
   if not p then return nil end
-  local s = p:read(max_reply + 1) or ""
+  local s = p:read(max_reply + 16) or ""
   p:close()
-  if #s == 0 or #s > max_reply then return nil end
-  local ok, v = pcall(json_decode, s)
+  local body, rc = s:match("^(.-)#rc=(%d+)\n?$")
+  if rc ~= "0" or #body == 0 or #body > max_reply then return nil end
+  local ok, v = pcall(json_decode, body)
   if not ok or type(v) ~= "table" then return nil end
   return v
 end
