@@ -68,9 +68,19 @@ func shared(t *testing.T) string {
 
 var (
 	binOnce sync.Once
+	binDir  string
 	binPath string
 	binErr  error
 )
+
+// TestMain removes the binary that binary built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
 
 // binary builds cmd/packet-steering once per test run.
 func binary(t *testing.T) string {
@@ -81,6 +91,7 @@ func binary(t *testing.T) string {
 			binErr = err
 			return
 		}
+		binDir = dir
 		binPath = filepath.Join(dir, "packet-steering")
 		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/packet-steering")
 		cmd.Dir = top(t)
