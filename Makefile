@@ -156,3 +156,15 @@ demo: build
 
 clean:
 	rm -rf $(BIN) $(BIN)-router out
+
+# ---- monitoring (docs/monitoring.md) ------------------------------------
+# The Prometheus collectors (Lua, ucode), the collectd exec plugin and the
+# fleet report, run with the real exporters, promtool, a Prometheus server
+# and collectd against the daemon on a fixture root (monitoring/*_test.go;
+# needs root: a private mount namespace and a chroot of the 23.05 rootfs).
+# The last line is the cost of a scrape (wall, daemon CPU, platform reads).
+.PHONY: test-monitoring
+test-monitoring:
+	./scripts/deps-monitoring.sh
+	PACKET_STEERING_MONITORING=1 $(GO) test -count=1 -timeout 10m -v ./monitoring/
+# ---- end monitoring ------------------------------------------------------

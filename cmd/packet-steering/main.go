@@ -52,6 +52,7 @@ func commands() map[string]command {
 		"apply":    {"apply the configured plan once", runApply},
 		"release":  {releaseSummary, runRelease},
 		"status":   {"show mode, policy, sync state, hints and softnet counters", runStatus},
+		"report":   {reportSummary, runReport},
 		"daemon":   {"serve the ubus object packet_steering", runDaemon},
 		"owner":    {"print who serves the ubus object: daemon or rpcd", runOwner},
 		"call":     {"call a packet_steering method like `ubus call`", runCall},
