@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2016,SC2012,SC2013,SC2010 # single-quoted $ is for the scripts written into packages; file names here are package and arch names
 # make packages: the OpenWrt packages of this repository, .ipk (opkg,
 # OpenWrt 22.03-24.10) and .apk (apk v3, OpenWrt 25.12 and later), for every
 # package architecture in ARCHS below, into out/packages/ (or $1).
@@ -45,7 +46,8 @@ go_target() {
 }
 archs=${PACKAGES_ARCHS:-$ARCHS}
 for a in $archs; do
-	case " $(echo $ARCHS) " in *" $a "*) ;; *) echo "packages: unknown architecture $a (known: $(echo $ARCHS))" >&2; exit 1 ;; esac
+	# shellcheck disable=SC2086 # the list's words
+	case " $(printf '%s ' $ARCHS)" in *" $a "*) ;; *) echo "packages: unknown architecture $a (known: $(printf '%s ' $ARCHS))" >&2; exit 1 ;; esac
 done
 
 SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$top" log -1 --format=%ct)}
@@ -126,6 +128,7 @@ go_build() {
 	mkdir -p "$bindir"
 	if [ ! -f "$work/go/$name/$key/${buildpkg##*/}" ]; then
 		mkdir -p "$work/go/$name/$key"
+		# shellcheck disable=SC2086 # $target is VAR=value words
 		(cd "$top" && env $target GOOS=linux CGO_ENABLED=0 "$GO" build ${tags:+-tags "$tags"} \
 			-trimpath -ldflags "$ldflags${extra:+ $extra}" -o "$work/go/$name/$key/${buildpkg##*/}" "$rel")
 	fi
@@ -143,7 +146,7 @@ stage() {
 	stubmake "$(m "$name" dir)" PS_STUB_PKG="$name" PS_STUB_DEST="$dir" \
 		${bindir:+GO_PKG_BUILD_BIN_DIR="$bindir"} ps-stub-install >/dev/null
 	chmod -R go-w "$dir"
-	find "$dir" -name '.#*' -o -name '*~' | xargs -r rm -rf
+	find "$dir" \( -name '.#*' -o -name '*~' \) -exec rm -rf {} +
 }
 
 # The scripts of include/package-pack.mk.
@@ -218,7 +221,7 @@ build_ipk() {
 		for cf in $(cat "$meta/$n/conffiles"); do
 			[ -f "$data/$cf" ] && echo "$cf"
 		done | LC_ALL=C sort >"$t/CONTROL/conffiles"
-		[ -s "$t/CONTROL/conffiles" ] && chmod 0644 "$t/CONTROL/conffiles" || rm -f "$t/CONTROL/conffiles"
+		if [ -s "$t/CONTROL/conffiles" ]; then chmod 0644 "$t/CONTROL/conffiles"; else rm -f "$t/CONTROL/conffiles"; fi
 	fi
 	chmod 0644 "$t/CONTROL/control"
 	tar_dir "$t/CONTROL" | gzip -n >"$t/control.tar.gz"

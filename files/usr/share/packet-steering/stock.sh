@@ -142,11 +142,13 @@ ps_handback_writers() {
 	return 0
 }
 
-# ps_postinst: the package's postinst, after OpenWrt's default_postinst
-# (which enables and starts the service on install, and on an upgrade
-# only starts it). opkg and apk both set PKG_UPGRADE=1 on an upgrade (apk
-# runs post-upgrade, which exports it and runs the postinst): the daemon
-# still running is the old binary, so it is restarted.
+# ps_postinst: the package's postinst. OpenWrt's default_postinst (which
+# runs the uci-defaults, then enables and starts the service on install,
+# and on an upgrade only starts it) runs it as postinst-pkg after the
+# uci-defaults and before the start for opkg; for apk the package's script
+# follows the whole default_postinst in post-install. opkg and apk both set
+# PKG_UPGRADE=1 on an upgrade (apk runs post-upgrade, which exports it): the
+# daemon still running is the old binary, so it is restarted.
 ps_postinst() {
 	if [ "${PKG_UPGRADE:-}" = 1 ] && "$PS_OWN_INIT" enabled; then
 		"$PS_OWN_INIT" restart >/dev/null 2>&1
