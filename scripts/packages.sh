@@ -276,7 +276,9 @@ build_apk() {
 		--info "url:$(m "$n" url)" --info "maintainer:$(m "$n" maintainer)"
 		--info "depends:$(m "$n" depends | tr -d ',')")
 	[ -z "$(m "$n" section)" ] || info+=(--info "tags:openwrt:section=$(m "$n" section)")
-	[ -z "$(m "$n" provides)" ] || info+=(--info "provides:$(m "$n" provides | tr -d ',')")
+	# OpenWrt's package.mk (since apk) gives every package the virtual
+	# provide NAME-any, which other packages' PROVIDES can name too.
+	info+=(--info "provides:$n-any$(m "$n" provides | tr -d ',' | sed 's/^./ &/')")
 	mkdir -p "$dest"
 	"$apk" mkpkg "${info[@]}" "${scripts[@]}" --files "$t/files" --output "$dest/$n-$version.apk" >/dev/null
 }

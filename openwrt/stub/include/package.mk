@@ -93,6 +93,7 @@ endef
 define BuildPackage
 $(eval $(Package/Default))
 $(eval $(Package/$(1)))
+$(if $(value Package/$(1)/description),,$(eval Package/$(1)/description=$(TITLE)))
 $(eval $(call PsStubCheck,$(1)))
 $(if $(PS_STUB_META),$(eval $(call PsStubMeta,$(1))))
 endef

@@ -2,7 +2,9 @@
 # is the directory's htdocs/ installed to /www and root/ to /, its
 # Package/<name> made from the LUCI_* variables, and a postinst that runs
 # the package's uci-defaults and drops LuCI's caches, as luci.mk does.
-# Translations (po/<lang>/) would be luci-i18n-* packages: refused here.
+# Translations (po/<lang>/) would be luci-i18n-* packages, and luci.mk
+# minifies htdocs' JavaScript with jsmin (a host tool of luci-base); both are
+# left out here (the .js is installed as written).
 
 LUCI_NAME?=$(notdir $(CURDIR))
 LUCI_TYPE?=$(word 2,$(subst -, ,$(LUCI_NAME)))
@@ -19,6 +21,7 @@ HTDOCS=/www
 
 $(if $(LUCI_LANGUAGES),$(error $(CURDIR)/Makefile: translations ($(LUCI_LANGUAGES)) are not supported by make packages))
 $(if $(wildcard $(CURDIR)/src $(CURDIR)/luasrc),$(error $(CURDIR)/Makefile: src/ or luasrc/ is not supported by make packages))
+$(if $(LUCI_DEFAULTS),$(error $(CURDIR)/Makefile: root/etc/uci-defaults is run differently by luci.mk versions; not supported by make packages))
 $(if $(PKG_VERSION),,$(error $(CURDIR)/Makefile: set PKG_VERSION (luci.mk would make one from git)))
 
 include $(INCLUDE_DIR)/package.mk
@@ -51,11 +54,11 @@ define Package/$(PKG_NAME)/install
 	fi
 endef
 
+# The postinst luci.mk defines (luci feed, 23.05 era and later): drop LuCI's
+# caches and make rpcd reload its ACLs and menus.
 ifndef Package/$(PKG_NAME)/postinst
 define Package/$(PKG_NAME)/postinst
-[ -n "$${IPKG_INSTROOT}" ] || {$(foreach script,$(LUCI_DEFAULTS),
-	(. /etc/uci-defaults/$(script)) && rm -f /etc/uci-defaults/$(script))
-	rm -f /tmp/luci-indexcache
+[ -n "$${IPKG_INSTROOT}" ] || { rm -f /tmp/luci-indexcache.*
 	rm -rf /tmp/luci-modulecache/
 	killall -HUP rpcd 2>/dev/null
 	exit 0
