@@ -244,6 +244,9 @@ for n in $(cat "$meta/packages"); do
 			for s in post-install post-upgrade pre-deinstall; do
 				check "$t: .apk script $s" grep -q "^  $s: " "$tmp/adb"
 			done
+			if [ -f "$meta/$n/postrm" ]; then
+				check "$t: .apk script post-deinstall (the Makefile's postrm)" grep -q "^  post-deinstall: " "$tmp/adb"
+			fi
 		fi
 	done
 done
@@ -349,7 +352,8 @@ for tb in "$images"/*x86_64*rootfs.tar* "$images"/*x86-64*rootfs.tar*; do
 	check "$t: removed: no rpcd plugin link" test ! -L "$r/usr/libexec/rpcd/packet_steering"
 	check "$t: removed: init script gone and not enabled" sh -c "test ! -e '$r/etc/init.d/packet-steering' && ! ls '$r/etc/rc.d' | grep -q packet-steering"
 	check "$t: removed: no LuCI view" test ! -e "$r/www/luci-static/resources/view/packet-steering/overview.js"
-	check "$t: removed: the takeover record is gone" test ! -e "$r/etc/packet-steering/takeover"
+	check "$t: removed: the takeover record is gone, no /etc/packet-steering left" test ! -e "$r/etc/packet-steering"
+	check "$t: removed: no /var/run/packet-steering left" test ! -e "$r/var/run/packet-steering"
 	if [ "$stock" = 1 ]; then
 		check "$t: removed: netifd's packet_steering service enabled again" enabled "$r" packet_steering
 	fi
@@ -433,6 +437,8 @@ else
 		check "$t: removed: no /usr/sbin/packet-steering" test ! -e "$r/usr/sbin/packet-steering"
 		check "$t: removed: no LuCI view" test ! -e "$r/www/luci-static/resources/view/packet-steering/overview.js"
 		check "$t: removed: init script not enabled" sh -c "! ls '$r/etc/rc.d' | grep -q packet-steering"
+		check "$t: removed: no /etc/packet-steering left" test ! -e "$r/etc/packet-steering"
+		check "$t: removed: no /var/run/packet-steering left" test ! -e "$r/var/run/packet-steering"
 		if [ "$stock" = 1 ]; then
 			check "$t: removed: netifd's packet_steering service enabled again" enabled "$r" packet_steering
 		fi

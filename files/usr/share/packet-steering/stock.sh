@@ -63,7 +63,8 @@ ps_takeover() {
 	return 0
 }
 
-# ps_handback: give the knobs back as packet-steering found them: the
+# ps_handback: give the knobs back as packet-steering found them (and
+# leave no /etc/packet-steering behind): the
 # knobs only it manages to the kernel's defaults (`packet-steering
 # release`: XPS, IRQ and NAPI affinities, rps_sock_flow_entries), then
 # every service it disabled back to its state before the takeover; netifd's
@@ -84,6 +85,8 @@ ps_handback() {
 		fi
 	fi
 	rm -f "$PS_TAKEOVER"
+	# the directory too, unless something else was put there
+	rmdir "${PS_TAKEOVER%/*}" 2>/dev/null
 	return 0
 }
 
