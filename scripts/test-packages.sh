@@ -159,11 +159,17 @@ for n in $(cat "$meta/packages"); do
 			found=$u/data$(m "$n" go_install_bin_path)/$bin
 			if [ -f "$found" ]; then cp "$found" "$bindir/"; else nok "$t: the package holds the Go program $(m "$n" go_install_bin_path)/$bin"; fi
 			case $a in
-			x86_64) want="x86-64" ;; aarch64_*) want="aarch64" ;; arm_*) want="ARM," ;;
-			mipsel_*) want="LSB.*MIPS" ;; mips_*) want="MSB.*MIPS" ;;
+			x86_64) want="X86-64" ;; aarch64_*) want="AArch64" ;; arm_*) want="ARM" ;;
+			mipsel_*) want="MIPS" ;; mips_*) want="MIPS" ;;
 			esac
-			check "$t: $bin is a static, stripped $want ELF" \
-				sh -c "file -b '$bindir/$bin' | grep -E '$want' | grep 'statically linked' | grep -q stripped"
+			case $a in mips_*) endian="big endian" ;; *) endian="little endian" ;; esac
+			# readelf (binutils, with gcc from scripts/deps.sh): machine, byte
+			# order, no program interpreter (static), no symbol table (stripped)
+			check "$t: $bin is a static, stripped $want ELF ($endian)" \
+				sh -c "readelf -h '$bindir/$bin' | grep -q 'Machine: *.*$want' &&
+					readelf -h '$bindir/$bin' | grep -q 'Data: *.*$endian' &&
+					! readelf -l '$bindir/$bin' | grep -q INTERP &&
+					! readelf -S '$bindir/$bin' | grep -q '\.symtab'"
 		fi
 		if make -s --no-print-directory -C "$(m "$n" dir)" TOPDIR="$stub" PS_STUB_PKG="$n" \
 			PS_STUB_DEST="$ref" ${bindir:+GO_PKG_BUILD_BIN_DIR="$bindir"} ps-stub-install >/dev/null; then
