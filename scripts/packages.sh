@@ -267,7 +267,6 @@ build_apk() {
 		scripts+=(--script "post-deinstall:$t/scripts/postrm")
 	fi
 	chmod 0755 "$t/scripts/"*
-	[ "$(id -u)" != 0 ] || chown -R -h 0:0 "$t/files"
 	find "$t/files" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
 	desc=$(m "$n" description | sed -e 's/^[[:space:]]*//' | tr '\n' ' ' | sed -e 's/[[:space:]]*$//')
 	local info=(--info "name:$n" --info "version:$version" --info "description:$desc"
@@ -280,7 +279,17 @@ build_apk() {
 	# provide NAME-any, which other packages' PROVIDES can name too.
 	info+=(--info "provides:$n-any$(m "$n" provides | tr -d ',' | sed 's/^./ &/')")
 	mkdir -p "$dest"
-	"$apk" mkpkg "${info[@]}" "${scripts[@]}" --files "$t/files" --output "$dest/$n-$version.apk" >/dev/null
+	# apk records each file's owner: root:root, as root or under fakeroot
+	# (as OpenWrt runs mkpkg).
+	if [ "$(id -u)" = 0 ]; then
+		chown -R -h 0:0 "$t/files"
+		"$apk" mkpkg "${info[@]}" "${scripts[@]}" --files "$t/files" --output "$dest/$n-$version.apk" >/dev/null
+	elif command -v fakeroot >/dev/null 2>&1; then
+		fakeroot sh -c 'chown -R -h 0:0 "$1" && shift && exec "$@" >/dev/null' sh "$t/files" \
+			"$apk" mkpkg "${info[@]}" "${scripts[@]}" --files "$t/files" --output "$dest/$n-$version.apk"
+	else
+		echo "packages: not root and no fakeroot: $n-$version.apk would record your user as the owner; skipped" >&2
+	fi
 }
 
 # index DIR: an opkg Packages index of DIR's .ipk files (as
