@@ -293,7 +293,7 @@ build_apk() {
 }
 
 # index DIR: an opkg Packages index of DIR's .ipk files (as
-# scripts/ipkg-make-index.sh writes it), and Packages.gz.
+# scripts/ipkg-make-index.sh writes it), Packages.gz, and packages.adb.
 index() {
 	local dir=$1 f
 	(
@@ -308,6 +308,10 @@ index() {
 		done
 	) >"$dir/Packages"
 	gzip -n -9 -c "$dir/Packages" >"$dir/Packages.gz"
+	# and an apk v3 index of the .apk files (unsigned, as the packages are)
+	if [ -n "$apk" ] && ls "$dir"/*.apk >/dev/null 2>&1; then
+		"$apk" mkndx --allow-untrusted --output "$dir/packages.adb" "$dir"/*.apk >/dev/null
+	fi
 }
 
 rm -rf "$out"

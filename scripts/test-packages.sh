@@ -363,6 +363,17 @@ for tb in "$images"/*x86_64*rootfs.tar* "$images"/*x86-64*rootfs.tar*; do
 	if [ "$stock" = 1 ]; then
 		check "$t: removed: netifd's packet_steering service enabled again" enabled "$r" packet_steering
 	fi
+	# out/packages/x86_64 as an opkg feed: the index resolves the LuCI app's
+	# dependency on packet-steering (signature checks off: the feed is not signed)
+	mkdir -p "$r/tmp/feed"
+	cp "$out/x86_64/"* "$r/tmp/feed/"
+	sed -i '/check_signature/d' "$r/etc/opkg.conf"
+	echo 'src/gz packet_steering file:///tmp/feed' >"$r/etc/opkg/customfeeds.conf"
+	: >"$r/etc/opkg/distfeeds.conf"
+	check "$t: opkg update from out/packages/x86_64 (Packages.gz)" in_root "$r" opkg update
+	check "$t: opkg install luci-app-packet-steering from the feed pulls packet-steering" \
+		sh -c "chroot '$r' opkg install luci-app-packet-steering >/dev/null 2>&1 && chroot '$r' opkg list-installed | grep -qx 'packet-steering - 0.1.0-r1'"
+	check "$t: opkg remove (feed install)" in_root "$r" opkg remove luci-app-packet-steering packet-steering
 	check "$t: nothing written to the tree's /sys" empty_dir "$r/sys"
 	check "$t: nothing written to the tree's /proc" empty_dir "$r/proc"
 done
@@ -448,6 +459,11 @@ else
 		if [ "$stock" = 1 ]; then
 			check "$t: removed: netifd's packet_steering service enabled again" enabled "$r" packet_steering
 		fi
+		# out/packages/x86_64/packages.adb as a repository
+		check "$t: apk add luci-app-packet-steering from packages.adb pulls packet-steering" \
+			sh -c "'$apk' add --root '$r' --allow-untrusted --no-network --no-cache --repository '$out/x86_64/packages.adb' luci-app-packet-steering >/dev/null 2>&1 &&
+				'$apk' --root '$r' info -v 2>/dev/null | grep -qx 'packet-steering-0.1.0-r1'"
+		check "$t: apk del (repository install)" "$apk" del --root "$r" --no-network --no-cache luci-app-packet-steering packet-steering
 		check "$t: nothing written to the tree's /sys" empty_dir "$r/sys"
 		check "$t: nothing written to the tree's /proc" empty_dir "$r/proc"
 	fi
