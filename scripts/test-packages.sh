@@ -296,7 +296,7 @@ for tb in "$images"/*x86_64*rootfs.tar* "$images"/*x86-64*rootfs.tar*; do
 	rel=$(basename "$tb" | sed 's/^openwrt-//; s/-rootfs.*//')
 	r=$tmp/root-$rel
 	mkdir -p "$r"
-	if ! tar -C "$r" --numeric-owner -xJf "$tb"; then
+	if ! tar -C "$r" --numeric-owner -xf "$tb"; then
 		nok "$rel: unpack $tb"
 		continue
 	fi
@@ -384,10 +384,10 @@ done
 if [ -z "$apk" ]; then
 	skp "apk: no apk-tools (PACKET_STEERING_APK)"
 else
-	tb=$(ls "$images"/*23.05*x86_64*rootfs.tar* 2>/dev/null | head -n 1)
+	tb=$(ls "$images"/*23.05*x86_64*rootfs.tar* "$images"/*23.05*x86-64*rootfs.tar* 2>/dev/null | head -n 1)
 	r=$tmp/apkroot
 	mkdir -p "$r"
-	if [ -z "$tb" ] || ! tar -C "$r" --numeric-owner -xJf "$tb"; then
+	if [ -z "$tb" ] || ! tar -C "$r" --numeric-owner -xf "$tb"; then
 		nok "apk: a 23.05 x86_64 rootfs in $images for the scratch root"
 	else
 		prepare_root "$r"
