@@ -168,3 +168,23 @@ test-monitoring:
 	./scripts/deps-monitoring.sh
 	PACKET_STEERING_MONITORING=1 $(GO) test -count=1 -timeout 10m -v ./monitoring/
 # ---- end monitoring ------------------------------------------------------
+
+# ---- packages (OpenWrt .ipk/.apk; openwrt/README.md, docs/install.md) ----
+# make packages: packet-steering for every OpenWrt package architecture in
+# scripts/packages.sh and the arch-all packages (luci-app-packet-steering),
+# as .ipk and, with apk-tools (PACKET_STEERING_APK or ../shared), .apk, into
+# out/packages/<arch>/, read from the feed Makefiles through openwrt/stub/.
+# make test-packages: the packages against their Makefiles, and installed and
+# removed with the real opkg of ../shared/openwrt's x86_64 trees (chroot) and
+# with apk into a scratch root (scripts/test-packages.sh).
+.PHONY: packages packages-next test-packages
+packages:
+	GO=$(GO) ./scripts/packages.sh out/packages
+
+# The same sources as a newer release (PKG_RELEASE 2), for upgrade tests.
+packages-next:
+	GO=$(GO) PACKAGES_RELEASE=2 ./scripts/packages.sh out/packages-next
+
+test-packages:
+	GO=$(GO) ./scripts/test-packages.sh
+# ---- end packages ----

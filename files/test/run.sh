@@ -643,7 +643,16 @@ for shell in $shells; do
 			expect_not "$t handback $1: smp_affinity left disabled" '^smp (enable|boot)$'
 		fi
 		if [ -e "$root/etc/packet-steering/takeover" ]; then nok "$t handback $1: note removed"; else ok "$t handback $1: note removed"; fi
+		# removal left an empty /etc/packet-steering behind (found with opkg in the 23.05 tree)
+		if [ -e "$root/etc/packet-steering" ]; then nok "$t handback $1: no /etc/packet-steering left"; else ok "$t handback $1: no /etc/packet-steering left"; fi
 	}
+	# A file someone else put into /etc/packet-steering keeps the directory.
+	new_sandbox stock-off
+	mkdir -p "$root/etc/packet-steering"
+	echo "packet_steering enabled" >"$root/etc/packet-steering/takeover"
+	echo mine >"$root/etc/packet-steering/notes"
+	run "$SH" -c '. "$IPKG_INSTROOT/usr/share/packet-steering/stock.sh" && ps_handback'
+	if [ -f "$root/etc/packet-steering/notes" ] && [ ! -e "$root/etc/packet-steering/takeover" ]; then ok "$t handback: another file in /etc/packet-steering kept"; else nok "$t handback: another file in /etc/packet-steering kept"; fi
 	handback_case "both were enabled" enabled enabled
 	handback_case "stock was disabled" disabled enabled
 	handback_case "smp_affinity was disabled" enabled disabled
@@ -722,6 +731,7 @@ EOS
 		expect "$t $pm remove: stock enabled and started" '^stock start$'
 		expect "$t $pm remove: smp_affinity back" '^smp enable$'
 		if [ -e "$root/etc/rc.d/S25packet_steering" ] && [ -e "$root/etc/rc.d/S93smp_affinity" ]; then ok "$t $pm remove: both links back"; else nok "$t $pm remove: both links back"; fi
+		if [ -e "$root/etc/packet-steering" ]; then nok "$t $pm remove: no /etc/packet-steering left" "$(ls -la "$root/etc/packet-steering" 2>&1)"; else ok "$t $pm remove: no /etc/packet-steering left"; fi
 
 		# Installed while the stock service was disabled: removal keeps it so.
 		new_sandbox own-stub stock-off

@@ -63,7 +63,8 @@ ps_takeover() {
 	return 0
 }
 
-# ps_handback: give the knobs back as packet-steering found them: the
+# ps_handback: give the knobs back as packet-steering found them (and
+# leave no /etc/packet-steering behind): the
 # knobs only it manages to the kernel's defaults (`packet-steering
 # release`: XPS, IRQ and NAPI affinities, rps_sock_flow_entries), then
 # every service it disabled back to its state before the takeover; netifd's
@@ -84,6 +85,8 @@ ps_handback() {
 		fi
 	fi
 	rm -f "$PS_TAKEOVER"
+	# the directory too, unless something else was put there
+	rmdir "${PS_TAKEOVER%/*}" 2>/dev/null
 	return 0
 }
 
@@ -142,11 +145,13 @@ ps_handback_writers() {
 	return 0
 }
 
-# ps_postinst: the package's postinst, after OpenWrt's default_postinst
-# (which enables and starts the service on install, and on an upgrade
-# only starts it). opkg and apk both set PKG_UPGRADE=1 on an upgrade (apk
-# runs post-upgrade, which exports it and runs the postinst): the daemon
-# still running is the old binary, so it is restarted.
+# ps_postinst: the package's postinst. OpenWrt's default_postinst (which
+# runs the uci-defaults, then enables and starts the service on install,
+# and on an upgrade only starts it) runs it as postinst-pkg after the
+# uci-defaults and before the start for opkg; for apk the package's script
+# follows the whole default_postinst in post-install. opkg and apk both set
+# PKG_UPGRADE=1 on an upgrade (apk runs post-upgrade, which exports it): the
+# daemon still running is the old binary, so it is restarted.
 ps_postinst() {
 	if [ "${PKG_UPGRADE:-}" = 1 ] && "$PS_OWN_INIT" enabled; then
 		"$PS_OWN_INIT" restart >/dev/null 2>&1
