@@ -40,6 +40,9 @@ const (
 	// to install and of the newer build to upgrade to.
 	packagesEnv     = "PACKET_STEERING_PACKAGES"
 	packagesNextEnv = "PACKET_STEERING_PACKAGES_NEXT"
+	// openwrtChecksEnv, when set, is a space-separated list of the checks
+	// to run (with the install); for working on one check.
+	openwrtChecksEnv = "PACKET_STEERING_OPENWRT_CHECKS"
 	// openwrtReplayEnv re-checks the console logs of the last run.
 	openwrtReplayEnv = "PACKET_STEERING_OPENWRT_REPLAY"
 )
@@ -381,8 +384,9 @@ func (c *cache) buildOpenWrt(ctx context.Context, img owImage, root, pkgDir, nex
 	if _, err := os.Stat(filepath.Join(root, "etc/init.d/packet_steering")); err == nil {
 		stock = "1"
 	}
-	conf := fmt.Sprintf("PSC_IMAGE=%q\nPSC_CPUS=%d\nPSC_STOCK=%q\nPSC_PKG=%q\nPSC_NEXT=%q\n",
-		img.name, img.cpus, stock, "/root/pscheck/pkg/"+filepath.Base(pkg), "/root/pscheck/next/"+filepath.Base(next))
+	conf := fmt.Sprintf("PSC_IMAGE=%q\nPSC_CPUS=%d\nPSC_STOCK=%q\nPSC_PKG=%q\nPSC_NEXT=%q\nPSC_ONLY=%q\n",
+		img.name, img.cpus, stock, "/root/pscheck/pkg/"+filepath.Base(pkg), "/root/pscheck/next/"+filepath.Base(next),
+		os.Getenv(openwrtChecksEnv))
 	write := map[string]struct {
 		b    []byte
 		mode os.FileMode
