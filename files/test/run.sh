@@ -146,6 +146,7 @@ shift 2
 procd_open_instance() { echo "procd_open_instance $*" >>"$CALLS"; }
 procd_set_param() { echo "procd_set_param $*" >>"$CALLS"; }
 procd_close_instance() { echo "procd_close_instance $*" >>"$CALLS"; }
+procd_add_jail() { echo "procd_add_jail $*" >>"$CALLS"; }
 procd_add_reload_trigger() { echo "procd_add_reload_trigger $*" >>"$CALLS"; }
 procd_add_raw_trigger() { echo "procd_add_raw_trigger $*" >>"$CALLS"; }
 procd_open_trigger() { echo "procd_open_trigger $*" >>"$CALLS"; }
@@ -387,6 +388,27 @@ for shell in $shells; do
 	expect "$t init start: stderr to log" '^procd_set_param stderr 1$'
 	expect "$t init start: a new binary restarts the instance" '^procd_set_param file /usr/sbin/packet-steering$'
 	expect "$t init start: term_timeout 5 (the daemon drains for at most 3 s)" '^procd_set_param term_timeout 5$'
+	expect_not "$t init start, no ujail: no jail" '^procd_add_jail'
+	expect_not "$t init start, no ujail: no capabilities" '^procd_set_param capabilities'
+	# With procd's ujail: uid 0 with only the capabilities file's
+	# capabilities, through a jail without namespaces.
+	new_sandbox
+	mkdir -p "$root/sbin" "$root/etc/capabilities"
+	printf '#!/bin/sh\n' >"$root/sbin/ujail"
+	chmod +x "$root/sbin/ujail"
+	cp files/etc/capabilities/packet-steering.json "$root/etc/capabilities/"
+	run "$SH" "$tmp/rc.common" "$init" start
+	expect "$t init start, ujail: jail without options" '^procd_add_jail packet-steering$'
+	expect "$t init start, ujail: capabilities file" '^procd_set_param capabilities /etc/capabilities/packet-steering\.json$'
+	expect "$t init start, ujail: no new privileges" '^procd_set_param no_new_privs 1$'
+	expect_not "$t init start, ujail: still root (no user)" '^procd_set_param user'
+	caps=$(tr -d ' \t\n' <files/etc/capabilities/packet-steering.json)
+	for set in bounding effective ambient permitted inheritable; do
+		case "$caps" in *"\"$set\":[\"CAP_NET_ADMIN\",\"CAP_SYS_NICE\"]"*) ok "$t capabilities file: $set is CAP_NET_ADMIN, CAP_SYS_NICE" ;;
+		*) nok "$t capabilities file: $set is CAP_NET_ADMIN, CAP_SYS_NICE" "$caps" ;; esac
+	done
+	new_sandbox
+	run "$SH" "$tmp/rc.common" "$init" start
 	expect "$t init start: reload network on network changes" \
 		'^procd_add_config_trigger config\.change network /etc/init\.d/packet-steering reload network$'
 	expect "$t init start: reload on firewall, packet_steering changes" \

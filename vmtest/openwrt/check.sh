@@ -79,7 +79,7 @@ napi_pids() {
 	done
 }
 
-EXPECT="services install boot-apply methods-list status get_queues apply set_mode persist bad-argument
+EXPECT="services install least-privilege boot-apply methods-list status get_queues apply set_mode persist bad-argument
 luci-toggle-off luci-toggle-all luci-toggle-auto luci-toggle-flows luci-toggle-after-set_mode
 ifdown-ifup hotplug-add napi-after-flap knob-put-back logread daemon-mode-rpcd daemon-mode-daemon
 caps-measure overlay-full ubusd-restart rpcd-restart netifd-restart kill-during-apply nonroot-refused
@@ -129,6 +129,27 @@ c_install() {
 	daemon_pid >/dev/null || { echo "no daemon process"; return 1; }
 }
 run install c_install
+
+# The daemon as procd runs it: uid 0 with only CAP_NET_ADMIN (12) and
+# CAP_SYS_NICE (23), no new privileges (ujail -C, no namespaces).
+c_least_privilege() {
+	local p s want=0000000000801000
+	p=$(daemon_pid) || { echo "no daemon"; return 1; }
+	s=/proc/$p/status
+	for f in CapEff CapPrm CapBnd; do
+		[ "$(sed -n "s/^$f:[[:space:]]*//p" "$s")" = "$want" ] || { grep '^Cap\|^NoNewPrivs\|^Uid' "$s"; echo "$f is not $want"; return 1; }
+	done
+	[ "$(sed -n 's/^NoNewPrivs:[[:space:]]*//p' "$s")" = 1 ] || { echo "NoNewPrivs not set"; return 1; }
+	[ "$(sed -n 's/^Uid:[[:space:]]*\([0-9]*\).*/\1/p' "$s")" = 0 ] || { grep ^Uid "$s"; return 1; }
+	# Same mount, PID and network namespaces as init: /sys writable, the
+	# NAPI threads visible.
+	for ns in mnt pid net; do
+		[ "$(readlink "/proc/$p/ns/$ns")" = "$(readlink "/proc/1/ns/$ns")" ] || { echo "own $ns namespace"; return 1; }
+	done
+	insync || { echo "not in sync: $(brief)"; return 1; }
+	[ "$(stf '@.last_apply.failed')" = 0 ] || { echo "failed writes: $(stf '@.last_apply')"; return 1; }
+}
+run least-privilege c_least_privilege
 
 c_takeover() {
 	if /etc/init.d/packet_steering enabled; then
@@ -389,8 +410,10 @@ c_caps_measure() {
 		# shellcheck disable=SC2086
 		capsjson $set >/tmp/pscaps.json
 		packet-steering release >/dev/null 2>&1
-		out=$(ujail -C /tmp/pscaps.json -- /usr/sbin/packet-steering apply --reason caps --json 2>/tmp/pscaps.err)
-		note "caps [$set]: changed $(echo "$out" | jsonfilter -e '@.changed[*]' | wc -l) failed $(echo "$out" | jsonfilter -e '@.failed[*]' | wc -l)"
+		rm -f /tmp/pscaps.out
+		ujail -C /tmp/pscaps.json -- /bin/sh -c 'exec /usr/sbin/packet-steering apply --reason caps --json >/tmp/pscaps.out 2>/tmp/pscaps.err'
+		out=$(cat /tmp/pscaps.out 2>/dev/null)
+		note "caps [$set]: changed $(echo "$out" | jsonfilter -e '@.changed[*]' | wc -l) failed $(echo "$out" | jsonfilter -e '@.failed[*]' | wc -l) ($(head -c 300 /tmp/pscaps.err | tr '\n' ' '))"
 		echo "$out" | jsonfilter -e '@.failed[*]' | head -n 3 | while read -r l; do note "  failed: $l"; done
 	done
 	ubus call packet_steering apply '{"reason":"caps-done"}' >/dev/null
