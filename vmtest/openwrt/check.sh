@@ -10,6 +10,7 @@
 # shellcheck shell=ash
 # shellcheck disable=SC3043 # local: busybox ash has it
 # shellcheck disable=SC2016 # sh -c '...' strings expand in that shell
+# shellcheck disable=SC2317 # the check functions are called through run
 
 # shellcheck source=/dev/null # written by the test: PSC_* settings
 . /root/pscheck/conf
@@ -71,6 +72,22 @@ knobs() {
 	for p in $(napi_pids); do echo "napi$p=$(grep Cpus_allowed_list /proc/"$p"/status | cut -f2)"; done
 	echo "sock=$(cat /proc/sys/net/core/rps_sock_flow_entries)"
 }
+# badcall METHOD JSON: the call is refused as an invalid argument.
+badcall() {
+	local out rc
+	out=$(ubus call packet_steering "$1" "$2" 2>&1)
+	rc=$?
+	# The stock CLI exits with the status (2), or, when stderr is not a
+	# terminal (since ubus 584f56a, 2022), with its negation (254) after
+	# "Command failed: ubus call ... (Invalid argument)".
+	case "$rc" in 2 | 254) ;; *)
+		echo "ubus call packet_steering $1 $2: exit $rc, want 2 or 254"
+		return 1
+		;;
+	esac
+	echo "$out" | grep -q '(Invalid argument)\|Command failed: Invalid argument' ||
+		{ echo "$1 $2: $(echo "$out" | grep -i failed)"; return 1; }
+}
 irqs() { sed -n 's/^ *\([0-9]*\):.*virtio[0-9]*-\(input\|output\).*/\1/p' /proc/interrupts; }
 napi_pids() {
 	local p
@@ -85,6 +102,52 @@ ifdown-ifup hotplug-add napi-after-flap knob-put-back logread daemon-mode-rpcd d
 caps-measure overlay-full ubusd-restart rpcd-restart netifd-restart kill-during-apply nonroot-refused
 upgrade remove"
 [ -n "$PSC_STOCK" ] && EXPECT="$EXPECT takeover handback"
+# --- a 1-CPU router: rpcd serves the object (globals.daemon auto) --------------
+
+if [ "$PSC_CPUS" = 1 ]; then
+	say "EXPECT services-1cpu install-1cpu served-by-rpcd set_mode-1cpu remove-1cpu"
+	note "image $PSC_IMAGE, $(grep -c ^processor /proc/cpuinfo) CPU, kernel $(uname -r)"
+	c_services_1() {
+		for p in procd ubusd netifd rpcd uhttpd logd; do
+			pidof "$p" >/dev/null || { echo "$p is not running"; return 1; }
+		done
+		[ "$(grep -c ^processor /proc/cpuinfo)" = 1 ] || { echo "not 1 CPU"; return 1; }
+	}
+	run services-1cpu c_services_1
+	c_install_1() {
+		# shellcheck disable=SC2046 # the package files
+		opkg install $(ls /root/pscheck/pkg/*.ipk) || return 1
+		waitfor 40 ubus call packet_steering status >/dev/null || { echo "no packet_steering object"; return 1; }
+	}
+	run install-1cpu c_install_1
+	c_rpcd_1() {
+		[ "$(stf '@.service.served_by')" = rpcd ] || { echo "served by $(stf '@.service.served_by')"; return 1; }
+		[ "$(stf '@.policy')" = single-cpu ] || { echo "policy $(stf '@.policy')"; return 1; }
+		[ "$(stf '@.platform.cpus')" = 1 ] || { echo "cpus $(stf '@.platform.cpus')"; return 1; }
+		if daemon_pid; then echo "a daemon runs on a 1-CPU router"; return 1; fi
+		insync || { echo "not in sync: $(brief)"; return 1; }
+	}
+	run served-by-rpcd c_rpcd_1
+	c_set_mode_1() {
+		ubus call packet_steering set_mode '{"mode":"off"}' >/dev/null || return 1
+		mode_is off || { echo "mode $(stf '@.mode')"; return 1; }
+		[ "$(uci -q get packet_steering.globals.mode)" = off ] || { echo "not persisted"; return 1; }
+		badcall set_mode '{"mode":"turbo"}' || return 1
+		if daemon_pid; then echo "a daemon runs"; return 1; fi
+	}
+	run set_mode-1cpu c_set_mode_1
+	c_remove_1() {
+		# shellcheck disable=SC2046 # the installed package names
+		opkg remove $(opkg list-installed | sed -n 's/^\(luci-app-packet-steering\|packet-steering\) - .*/\1/p') || return 1
+		sleep 3
+		if ubus list packet_steering 2>/dev/null; then echo "object still on ubus"; return 1; fi
+	}
+	run remove-1cpu c_remove_1
+	say "TIME all-checks $(awk "BEGIN{printf \"%.1f\", $(now) - $T_START}")s (uptime $(now)s)"
+	say DONE
+	exit 0
+fi
+
 if [ -n "${PSC_ONLY:-}" ]; then
 	# PACKET_STEERING_OPENWRT_CHECKS: only these (and the install).
 	only=
@@ -228,22 +291,6 @@ c_persist() {
 		{ echo "network packet_steering=$(uci -q get network.@globals[0].packet_steering)"; return 1; }
 }
 run persist c_persist
-# badcall METHOD JSON: the call is refused as an invalid argument.
-badcall() {
-	local out rc
-	out=$(ubus call packet_steering "$1" "$2" 2>&1)
-	rc=$?
-	# The stock CLI exits with the status (2), or, when stderr is not a
-	# terminal (since ubus 584f56a, 2022), with its negation (254) after
-	# "Command failed: ubus call ... (Invalid argument)".
-	case "$rc" in 2 | 254) ;; *)
-		echo "ubus call packet_steering $1 $2: exit $rc, want 2 or 254"
-		return 1
-		;;
-	esac
-	echo "$out" | grep -q '(Invalid argument)\|Command failed: Invalid argument' ||
-		{ echo "$1 $2: $(echo "$out" | grep -i failed)"; return 1; }
-}
 c_bad_argument() {
 	local before after rc k out
 	before=$(md5 /etc/config/packet_steering /etc/config/network)
