@@ -188,3 +188,15 @@ packages-next:
 test-packages:
 	GO=$(GO) ./scripts/test-packages.sh
 # ---- end packages ----
+
+# ---- test-openwrt: the packages on real OpenWrt images (docs/testing-openwrt.md) ----
+# Boots every OpenWrt rootfs tarball in PACKET_STEERING_OPENWRT_IMAGES
+# (default ../shared/openwrt) in QEMU (TCG, Debian kernel, 4 CPUs, a 4-queue
+# virtio-net NIC, threaded NAPI) and runs vmtest/openwrt/check.sh on it:
+# opkg install of out/packages, upgrade to out/packages-next, removal, and
+# the checks in between. Needs the packages built first (make packages
+# packages-next).
+.PHONY: test-openwrt
+test-openwrt: deps packages packages-next
+	PACKET_STEERING_OPENWRT=1 $(GO) test -count=1 -timeout 30m -parallel 3 -v -run '^TestOpenWrt$$' ./vmtest/
+# ---- end test-openwrt ----

@@ -2,6 +2,7 @@ package steering
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"time"
 
@@ -81,6 +82,16 @@ func (e *Engine) Release(ctx context.Context, dryRun bool) (*Result, error) {
 				actions = append(actions, a)
 			}
 		}
+	}
+	// An RFS table sized for flows set earlier (steering_flows, then
+	// back to 0) is in no plan of the settings now; it was packet-steering's
+	// all the same, and goes back to 0 too (found on OpenWrt 23.05: after
+	// flows 128 and then 0, removal left rps_sock_flow_entries at 512).
+	if k := string(KindSysctl) + " " + SysctlRPSSockFlowEntries; !seen[k] && snap.RPSSockFlowEntries > 0 {
+		actions = append(actions, Action{
+			Kind: KindSysctl, Key: SysctlRPSSockFlowEntries, Value: "0",
+			Current: strconv.Itoa(snap.RPSSockFlowEntries),
+		})
 	}
 	res := ApplyPlan(ctx, e.writer, snap, actions, dryRun)
 	res.DurationUS = time.Since(start).Microseconds()

@@ -66,3 +66,33 @@ func TestReleaseCommand(t *testing.T) {
 		t.Errorf("second release: exit %d\n%s", code, out)
 	}
 }
+
+// TestReleaseSockFlowsFromEarlierFlows: an RFS table that an earlier flows
+// setting sized (rps_sock_flow_entries 512, flows now 0, so no plan of the
+// settings in force has the sysctl) goes back to 0 on release too; found on
+// the OpenWrt 23.05 image by make test-openwrt (LuCI's steering_flows 128,
+// then 0, then opkg remove left 512).
+func TestReleaseSockFlowsFromEarlierFlows(t *testing.T) {
+	root := planRoot(t, "ipq807x")
+	sock := filepath.Join(root, "proc/sys/net/core/rps_sock_flow_entries")
+	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sock, []byte("512\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runCLI(t, "release", "--root", root); code != 0 {
+		t.Fatalf("release: exit %d: %s", code, errs)
+	}
+	b, err := os.ReadFile(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(b)); got != "0" {
+		t.Errorf("rps_sock_flow_entries %q after release, want 0", got)
+	}
+	// Nothing to release a second time.
+	if code, out, _ := runCLI(t, "release", "--root", root); code != 0 || !strings.Contains(out, " 0 changed") {
+		t.Errorf("second release: exit %d\n%s", code, out)
+	}
+}

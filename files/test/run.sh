@@ -146,6 +146,7 @@ shift 2
 procd_open_instance() { echo "procd_open_instance $*" >>"$CALLS"; }
 procd_set_param() { echo "procd_set_param $*" >>"$CALLS"; }
 procd_close_instance() { echo "procd_close_instance $*" >>"$CALLS"; }
+procd_add_jail() { echo "procd_add_jail $*" >>"$CALLS"; }
 procd_add_reload_trigger() { echo "procd_add_reload_trigger $*" >>"$CALLS"; }
 procd_add_raw_trigger() { echo "procd_add_raw_trigger $*" >>"$CALLS"; }
 procd_open_trigger() { echo "procd_open_trigger $*" >>"$CALLS"; }
@@ -348,6 +349,37 @@ for shell in $shells; do
 	if [ "$n" -ge 1 ] && [ "$n" -le 2 ]; then ok "$t hotplug one-shots coalesced (6 events -> $n runs)"; else nok "$t hotplug one-shots coalesced" "6 events -> $n runs"; fi
 	if [ "$(count '^packet-steering done')" = "$n" ]; then ok "$t hotplug coalesced one-shots all finished"; else nok "$t hotplug coalesced one-shots all finished" "$(cat "$sb/calls")"; fi
 
+	# OpenWrt 22.03: netifd's hotplug script 20-smp-packet-steering runs
+	# after ours (name order) and, with network.globals.packet_steering=1,
+	# rewrites the RPS/XPS masks of every device (found on the 22.03.4
+	# image: after a veth appeared, eth0 was out of sync). The apply waits
+	# until hotplug-call (the shell sourcing the scripts) has finished,
+	# and covers every device.
+	new_sandbox
+	mkdir -p "$root/etc/hotplug.d/net"
+	printf '#!/bin/sh\n' >"$root/etc/hotplug.d/net/20-smp-packet-steering"
+	echo 'network.@globals[0].packet_steering=1' >"$sb/uci.db"
+	start=$(date +%s)
+	FAKE_UBUS_UP=1 ACTION=add DEVICENAME=psv0 run "$SH" -c '. "$STANDINS"; ( . "$1" ); sleep 1; echo "stock hotplug ran" >>"$CALLS"' sh "$hotplug"
+	full='^ubus -t 10 call packet_steering apply \{"reason":"hotplug"\}$'
+	if wait_for "$full" 5; then
+		ran=$(grep -n '^stock hotplug ran' "$sb/calls" | cut -d: -f1)
+		applied=$(grep -En "$full" "$sb/calls" | cut -d: -f1)
+		if [ -n "$ran" ] && [ "$applied" -gt "$ran" ]; then ok "$t hotplug on 22.03 (old stock hotplug script): full apply after it ran"; else nok "$t hotplug on 22.03: full apply after the stock script" "$(cat "$sb/calls")"; fi
+	else
+		nok "$t hotplug on 22.03 (old stock hotplug script): full apply" "$(cat "$sb/calls")"
+	fi
+	expect_not "$t hotplug on 22.03: no per-device apply before the stock script" '"device":"psv0"'
+	# The same with the network page's steering off: the stock script does
+	# nothing, the per-device apply as everywhere else.
+	new_sandbox
+	mkdir -p "$root/etc/hotplug.d/net"
+	printf '#!/bin/sh\n' >"$root/etc/hotplug.d/net/20-smp-packet-steering"
+	echo 'network.@globals[0].packet_steering=0' >"$sb/uci.db"
+	FAKE_UBUS_UP=1 ACTION=add DEVICENAME=psv0 run "$SH" -c '. "$STANDINS"; ( . "$1" )' sh "$hotplug"
+	expect "$t hotplug on 22.03, stock steering off: per-device apply" \
+		'^ubus -t 2 call packet_steering apply \{"device":"psv0","reason":"hotplug"\}$'
+
 	# --- init.d ------------------------------------------------------------
 	new_sandbox
 	run "$SH" "$tmp/rc.common" "$init" start
@@ -356,6 +388,27 @@ for shell in $shells; do
 	expect "$t init start: stderr to log" '^procd_set_param stderr 1$'
 	expect "$t init start: a new binary restarts the instance" '^procd_set_param file /usr/sbin/packet-steering$'
 	expect "$t init start: term_timeout 5 (the daemon drains for at most 3 s)" '^procd_set_param term_timeout 5$'
+	expect_not "$t init start, no ujail: no jail" '^procd_add_jail'
+	expect_not "$t init start, no ujail: no capabilities" '^procd_set_param capabilities'
+	# With procd's ujail: uid 0 with only the capabilities file's
+	# capabilities, through a jail without namespaces.
+	new_sandbox
+	mkdir -p "$root/sbin" "$root/etc/capabilities"
+	printf '#!/bin/sh\n' >"$root/sbin/ujail"
+	chmod +x "$root/sbin/ujail"
+	cp files/etc/capabilities/packet-steering.json "$root/etc/capabilities/"
+	run "$SH" "$tmp/rc.common" "$init" start
+	expect "$t init start, ujail: jail without options" '^procd_add_jail packet-steering$'
+	expect "$t init start, ujail: capabilities file" '^procd_set_param capabilities /etc/capabilities/packet-steering\.json$'
+	expect "$t init start, ujail: no new privileges" '^procd_set_param no_new_privs 1$'
+	expect_not "$t init start, ujail: still root (no user)" '^procd_set_param user'
+	caps=$(tr -d ' \t\n' <files/etc/capabilities/packet-steering.json)
+	for set in bounding effective ambient permitted inheritable; do
+		case "$caps" in *"\"$set\":[\"CAP_NET_ADMIN\",\"CAP_SYS_NICE\"]"*) ok "$t capabilities file: $set is CAP_NET_ADMIN, CAP_SYS_NICE" ;;
+		*) nok "$t capabilities file: $set is CAP_NET_ADMIN, CAP_SYS_NICE" "$caps" ;; esac
+	done
+	new_sandbox
+	run "$SH" "$tmp/rc.common" "$init" start
 	expect "$t init start: reload network on network changes" \
 		'^procd_add_config_trigger config\.change network /etc/init\.d/packet-steering reload network$'
 	expect "$t init start: reload on firewall, packet_steering changes" \
