@@ -183,6 +183,7 @@ func (f *reader) readIRQs(g *gaps) []IRQ {
 	if irqs == nil {
 		irqs = []IRQ{}
 	}
+	f.markRefused(irqs, g)
 	if f.scope != nil {
 		return irqs // affinities once the IRQs' devices are known
 	}
@@ -205,6 +206,7 @@ func (f *reader) readIRQAffinity(q *IRQ, g *gaps) {
 		return
 	}
 	q.SMPAffinity = s
+	f.readIRQEffective(q, g)
 }
 
 // wifiIRQDriver reports wifi driver families whose IRQs carry the driver

@@ -267,7 +267,7 @@ func (f *reader) readProcesses(ctx context.Context, g *gaps) ([]NAPIThread, []st
 		// A name that is neither napi/... nor of interest is skipped before
 		// the rest of the line is parsed.
 		comm := statComm(b)
-		isNAPI := bytes.HasPrefix(comm, []byte(napiPrefix))
+		isNAPI := bytes.HasPrefix(comm, []byte(napiPrefix)) || isTxWorker(comm)
 		if !isNAPI && !processOfInterest(string(comm)) {
 			continue
 		}

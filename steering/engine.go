@@ -46,6 +46,10 @@ type Result struct {
 	Unchanged int       `json:"unchanged"`
 	Failed    []Failure `json:"failed"`
 	Skipped   []Skip    `json:"skipped,omitempty"`
+	// Refused are IRQ affinity writes the kernel refused (EINVAL, EIO):
+	// the IRQ cannot move, which is recorded (RecordRefusedIRQs) and
+	// planned around, not failed, rolled back or retried (irq_refused.go).
+	Refused []Failure `json:"refused,omitempty"`
 	// Devices names every device whose knobs changed, also through its
 	// NAPI threads or IRQs, in name order.
 	Devices    []string `json:"devices,omitempty"`
@@ -562,6 +566,10 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 	// current values are the live ones, so knobs are not read again.
 	res := applyPlan(ctx, e.writer, snap, actions, req.DryRun, true, before)
 	res.Mode = p.Mode
+	if !req.DryRun && len(res.Refused) > 0 {
+		// Advisory, like the state file: the next plan leaves them alone.
+		_ = RecordRefusedIRQs(e.root, res.Refused)
+	}
 	if !req.DryRun {
 		// The adaptive state follows the mode: kept (and the loop's
 		// options resolved) in adaptive, forgotten in any other.

@@ -1,0 +1,231 @@
+package platform
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/kfs"
+	"github.com/packet-steering/packet-steering/internal/uci"
+)
+
+// The facts of the boards people run now (docs/platforms.md "Boards"):
+// big and little cores, IRQs an irq chip will not move, ppp devices and the
+// device under them, and mt76's tx worker thread.
+//
+//	sys/bus/cpu/devices/cpuN/cpu_capacity      the scheduler's capacity of
+//	                                           the core, 1024 for the biggest
+//	                                           (arm64 topology, from the
+//	                                           device tree's
+//	                                           capacity-dmips-mhz)
+//	sys/bus/cpu/devices/cpuN/cpufreq/cpuinfo_max_freq   kHz
+//	proc/irq/N/effective_affinity_list         where the IRQ really arrives
+//	sys/class/net/DEV/type                     512 (ARPHRD_PPP) for ppp
+//	etc/config/network                         interfaces with proto pppoe
+//	                                           and their device (netifd's
+//	                                           ppp.sh names the netdev
+//	                                           pppoe-<interface>)
+//	proc/PID/stat "mt76-tx phyN"               mt76's tx worker kthread
+//	                                           (mt76_worker_setup in
+//	                                           mt76/util.c, named
+//	                                           "mt76-tx <wiphy>")
+//
+// None of them is a gap when absent: most routers have equal cores, no
+// cpufreq and no ppp device.
+
+// RefusedIRQsFile is, below the root, where an apply records the IRQs
+// whose smp_affinity the kernel refused (EINVAL or EIO from the write: the
+// irq chip has no irq_set_affinity, as the Raspberry Pi 5's RP1, or the IRQ
+// is managed). /var/run is a tmpfs, so the record does not outlive a
+// reboot, where IRQ numbers may change. Lines: "N<TAB>NAME<TAB>ERROR".
+const RefusedIRQsFile = "var/run/packet-steering/refused-irqs"
+
+// MaxRefusedIRQs bounds the record (and what a Read takes from it).
+const MaxRefusedIRQs = 256
+
+// arphrdPPP is ARPHRD_PPP (include/uapi/linux/if_arp.h), the type of every
+// ppp netdev.
+const arphrdPPP = 512
+
+// mt76TxWorker starts the name of mt76's tx worker thread.
+const mt76TxWorker = "mt76-tx "
+
+// PPPoELink is one netifd `proto pppoe` interface: its section name and
+// the device it runs over (option device, or ifname before OpenWrt 21.02).
+type PPPoELink struct {
+	Interface string `json:"interface"`
+	Device    string `json:"device"`
+}
+
+// PPPDeviceName is the netdev netifd's ppp.sh creates for a pppoe
+// interface ("pppoe-wan" for interface wan).
+func PPPDeviceName(iface string) string { return "pppoe-" + iface }
+
+// readCPUCapacity reads cpu_capacity and cpuinfo_max_freq of the CPU whose
+// directory is dir; absent files leave 0 and are not gaps.
+func (f *reader) readCPUCapacity(c *CPU, dir string, g *gaps) {
+	for _, x := range []struct {
+		rel string
+		dst *int
+	}{{dir + "/cpu_capacity", &c.Capacity}, {dir + "/cpufreq/cpuinfo_max_freq", &c.MaxFreqKHz}} {
+		n, err := f.num(f.dir, x.rel)
+		switch {
+		case err == nil && n > 0:
+			*x.dst = n
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			g.add(x.rel, err)
+		}
+	}
+}
+
+// readIRQEffective reads effective_affinity_list of one IRQ; an absent or
+// empty file (kernels without CONFIG_GENERIC_IRQ_EFFECTIVE_AFF_MASK, or an
+// irq chip that never set it) leaves Effective "".
+func (f *reader) readIRQEffective(q *IRQ, g *gaps) {
+	rel := irqDir + "/" + itoa(q.Number) + "/effective_affinity_list"
+	s, err := f.str(f.dir, rel)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			g.add(rel, err)
+		}
+		return
+	}
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return
+	}
+	if set, err := cpuset.ParseList(s); err != nil || set.IsEmpty() {
+		g.add(rel, &fs.PathError{Op: "parse", Path: rel, Err: errors.New("not a cpu list")})
+		return
+	}
+	q.Effective = s
+}
+
+// ParseRefusedIRQs parses the RefusedIRQsFile's text into IRQ number ->
+// (name, error); malformed lines are skipped, at most MaxRefusedIRQs kept.
+func ParseRefusedIRQs(b []byte) map[int][2]string {
+	out := map[int][2]string{}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if len(out) >= MaxRefusedIRQs {
+			break
+		}
+		f := strings.SplitN(string(line), "\t", 3)
+		if len(f) != 3 {
+			continue
+		}
+		n, err := strconv.Atoi(f[0])
+		if err != nil || n < 0 || f[1] == "" {
+			continue
+		}
+		out[n] = [2]string{f[1], f[2]}
+	}
+	return out
+}
+
+// FormatRefusedIRQs is the RefusedIRQsFile text for the record, in IRQ
+// number order (names and errors with tabs or newlines are cleaned).
+func FormatRefusedIRQs(rec map[int][2]string) []byte {
+	nums := make([]int, 0, len(rec))
+	for n := range rec {
+		nums = append(nums, n)
+	}
+	sort.Ints(nums)
+	clean := strings.NewReplacer("\t", " ", "\n", " ")
+	var b bytes.Buffer
+	for i, n := range nums {
+		if i >= MaxRefusedIRQs {
+			break
+		}
+		b.WriteString(strconv.Itoa(n) + "\t" + clean.Replace(rec[n][0]) + "\t" + clean.Replace(rec[n][1]) + "\n")
+	}
+	return b.Bytes()
+}
+
+// markRefused sets Refused on the IRQs the record lists under the same
+// number and name (an IRQ renumbered since is movable until shown not to be).
+func (f *reader) markRefused(irqs []IRQ, g *gaps) {
+	b, err := f.Attr(f.dir, RefusedIRQsFile)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			g.add(RefusedIRQsFile, err)
+		}
+		return
+	}
+	rec := ParseRefusedIRQs(b)
+	for i := range irqs {
+		if r, ok := rec[irqs[i].Number]; ok && r[0] == irqs[i].Name {
+			irqs[i].Refused = r[1]
+			if irqs[i].Refused == "" {
+				irqs[i].Refused = "refused"
+			}
+		}
+	}
+}
+
+// isPPPType reads the device's type and reports a ppp netdev.
+func (f *reader) isPPPType(dev kfs.Dir) bool {
+	n, err := f.num(dev, "type")
+	return err == nil && n == arphrdPPP
+}
+
+// pppoeLinks lists the network config's pppoe interfaces.
+func pppoeLinks(p *uci.Package) []PPPoELink {
+	var out []PPPoELink
+	for _, s := range p.SectionsOfType("interface") {
+		if proto, _ := s.Get("proto"); proto != "pppoe" || s.Name == "" {
+			continue
+		}
+		dev, ok := s.Get("device")
+		if !ok || dev == "" {
+			dev, _ = s.Get("ifname")
+		}
+		if dev == "" || len(out) >= 64 {
+			continue
+		}
+		out = append(out, PPPoELink{Interface: s.Name, Device: dev})
+	}
+	return out
+}
+
+// tieCarriers sets Carrier of each ppp device netifd made for a pppoe
+// interface whose device exists.
+func tieCarriers(devs []Device, links []PPPoELink) {
+	idx := deviceIndex(devs)
+	for _, l := range links {
+		i, ok := idx[PPPDeviceName(l.Interface)]
+		if !ok || devs[i].Kind != KindPPP {
+			continue
+		}
+		if _, ok := idx[l.Device]; ok {
+			devs[i].Carrier = l.Device
+		}
+	}
+}
+
+// isTxWorker reports mt76's tx worker thread name.
+func isTxWorker(comm []byte) bool {
+	return bytes.HasPrefix(comm, []byte(mt76TxWorker)) && len(comm) > len(mt76TxWorker)
+}
+
+// splitWorkers moves the tx worker threads readProcesses found with the
+// NAPI threads into a list of their own: Owner the wiphy ("phy0"), no NAPI
+// id (-1), Direction DirTX.
+func splitWorkers(threads []NAPIThread) (napi, workers []NAPIThread) {
+	napi = threads[:0]
+	for _, t := range threads {
+		if !isTxWorker([]byte(t.Name)) {
+			napi = append(napi, t)
+			continue
+		}
+		t.Owner = strings.TrimPrefix(t.Name, mt76TxWorker)
+		t.NAPIID = -1
+		t.Direction = DirTX
+		t.Device = ""
+		workers = append(workers, t)
+	}
+	return napi, workers
+}

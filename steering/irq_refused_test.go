@@ -1,0 +1,61 @@
+package steering
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/packet-steering/packet-steering/platform"
+)
+
+// An IRQ the kernel will not move (EINVAL, EIO) is reported, not failed:
+// the device's other writes stay, nothing is rolled back.
+func TestApplyRefusedIRQIsAFact(t *testing.T) {
+	for _, errno := range []unix.Errno{unix.EINVAL, unix.EIO} {
+		snap, w, plan := twoDeviceMachine()
+		w.failWrite["proc/irq/60/smp_affinity"] = errno
+		res := ApplyPlan(context.Background(), w, snap, plan, false)
+		if len(res.Failed) != 0 {
+			t.Errorf("%v: failed %+v, want none", errno, res.Failed)
+		}
+		if len(res.Refused) != 1 || res.Refused[0].Action.IRQ != 60 {
+			t.Errorf("%v: refused %+v, want irq 60", errno, res.Refused)
+		}
+		for _, s := range res.Skipped {
+			t.Errorf("%v: skipped %s: %s", errno, s.Action.Target(), s.Reason)
+		}
+		if w.files["sys/class/net/eth0/queues/tx-0/xps_cpus"] != "1" || w.threads[301] != "1" {
+			t.Errorf("%v: eth0's other knobs were not written or were rolled back", errno)
+		}
+	}
+	// Any other error still fails the device as before.
+	snap, w, plan := twoDeviceMachine()
+	w.failWrite["proc/irq/60/smp_affinity"] = unix.EPERM
+	if res := ApplyPlan(context.Background(), w, snap, plan, false); len(res.Failed) == 0 || len(res.Refused) != 0 {
+		t.Errorf("EPERM: failed %+v refused %+v, want a failure", res.Failed, res.Refused)
+	}
+}
+
+func TestRecordRefusedIRQs(t *testing.T) {
+	root := t.TempDir()
+	f := func(irq int, name string) Failure {
+		return Failure{Action: Action{Kind: KindIRQAffinity, IRQ: irq, Name: name}, Error: "write proc/irq/x/smp_affinity: invalid argument"}
+	}
+	if err := RecordRefusedIRQs(root, []Failure{f(106, "eth0")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := RecordRefusedIRQs(root, []Failure{f(131, "xhci-hcd:usb1"), {Action: Action{Kind: KindRPSCPUs}}}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, platform.RefusedIRQsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := platform.ParseRefusedIRQs(b)
+	if len(rec) != 2 || rec[106][0] != "eth0" || rec[131][0] != "xhci-hcd:usb1" {
+		t.Errorf("record %v, want irqs 106 and 131", rec)
+	}
+}
