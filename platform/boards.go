@@ -229,3 +229,96 @@ func splitWorkers(threads []NAPIThread) (napi, workers []NAPIThread) {
 	}
 	return napi, workers
 }
+
+// statTicks returns utime + stime of proc/PID/stat's bytes (fields 14 and
+// 15: the 12th and 13th after the comm), 0 when they do not parse.
+func statTicks(b []byte) uint64 {
+	closing := bytes.LastIndexByte(b, ')')
+	if closing < 0 {
+		return 0
+	}
+	rest := b[closing+1:]
+	var field []byte
+	var sum uint64
+	for n := 0; n < 13; n++ {
+		if field, rest = nextField(rest); field == nil {
+			return 0
+		}
+		if n >= 11 {
+			v, ok := parseUintBytes(field)
+			if !ok {
+				return 0
+			}
+			sum += v
+		}
+	}
+	return sum
+}
+
+// tieDashQueues ties the IRQs tieIRQs left alone whose name is
+// "<dev>-<q>" for a netdev dev with more than q rx queues: the per-queue
+// MSI-X vectors of Realtek's r8125/r8126/r8127 drivers (OpenWrt's
+// package/kernel/r8125: one vector per rx ring, named "%s-%d" after the
+// netdev), each serving rx queue q and tx queue q.
+func tieDashQueues(irqs []IRQ, devs []Device) {
+	idx := deviceIndex(devs)
+	for i := range irqs {
+		q := &irqs[i]
+		if q.Device != "" {
+			continue
+		}
+		dash := strings.LastIndexByte(q.Name, '-')
+		if dash <= 0 {
+			continue
+		}
+		d, ok := idx[q.Name[:dash]]
+		if !ok {
+			continue
+		}
+		n, ok := queueIndex("rx-"+q.Name[dash+1:], "rx-")
+		if !ok || n >= len(devs[d].RxQueues) || len(devs[d].RxQueues) < 2 {
+			continue
+		}
+		q.Device, q.Queue, q.Direction = devs[d].Name, n, DirRxTx
+	}
+}
+
+// clusterSiblings corrects Siblings on machines whose cores differ in
+// capacity (big.LITTLE): arm64 numbers core_id inside each cluster, so a
+// big and a little core can share (package, core_id) without being SMT
+// threads of one core. There the kernel's own topology/thread_siblings_list
+// is taken instead (read only on such machines).
+func (f *reader) clusterSiblings(cpus []CPU, g *gaps) {
+	caps := map[int]bool{}
+	for _, c := range cpus {
+		if c.Capacity > 0 {
+			caps[c.Capacity] = true
+		}
+	}
+	if len(caps) < 2 {
+		return
+	}
+	for i := range cpus {
+		c := &cpus[i]
+		if !c.Online {
+			continue
+		}
+		rel := cpuDevicesDir + "/cpu" + itoa(c.ID) + "/topology/thread_siblings_list"
+		s, err := f.str(f.dir, rel)
+		if err != nil {
+			g.add(rel, err)
+			continue
+		}
+		set, err := cpuset.ParseList(strings.TrimSpace(s))
+		if err != nil {
+			g.add(rel, &fs.PathError{Op: "parse", Path: rel, Err: err})
+			continue
+		}
+		c.Siblings = nil
+		for _, id := range set.CPUs() {
+			if id != c.ID {
+				c.Siblings = append(c.Siblings, id)
+			}
+		}
+	}
+}

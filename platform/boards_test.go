@@ -127,3 +127,97 @@ func TestRefusedIRQsRoundTrip(t *testing.T) {
 		t.Errorf("parsed %d entries, want the bound %d", n, MaxRefusedIRQs)
 	}
 }
+
+// boardPresetWants are the presetWants of the boards presets
+// (fixture/boards_presets.go).
+func boardPresetWants() map[string]presetWant {
+	filogic := func(ncpu int, eths []string, ports []string, wifi map[string]string, threads map[string]string) presetWant {
+		k := map[string]string{"lo": KindVirtual, "br-lan": KindBridge}
+		d := map[string]string{}
+		for i, e := range eths {
+			k[e], d[e] = KindEthernet, "mtk_soc_eth"
+			if i == 0 && len(ports) > 0 {
+				k[e] = KindDSAConduit
+			}
+		}
+		for _, p := range ports {
+			k[p] = KindDSAUser
+		}
+		for w, drv := range wifi {
+			k[w], d[w] = KindWifi, drv
+		}
+		th := map[string]string{"napi/mtk_eth-5": "eth0", "napi/mtk_eth-6": "eth0"}
+		for n, dev := range threads {
+			th[n] = dev
+		}
+		return presetWant{cpus: ncpu, kinds: k, drivers: d, rx: map[string]int{"eth0": 1}, tx: map[string]int{"eth0": 16},
+			threads: th, threaded: eths, txThreads: map[string]int{"eth0": 1},
+			irqs: map[string]string{"15100000.ethernet": ""}, target: "mediatek/filogic", steering: "1"}
+	}
+	mt6000 := filogic(4, []string{"eth0", "eth1"}, []string{"lan1", "lan2", "lan3", "lan4", "lan5"},
+		map[string]string{"wlan0": "mt7986-wmac", "wlan1": "mt7986-wmac"},
+		map[string]string{"napi/phy0-7": "", "napi/phy0-11": "", "napi/phy0-0": ""})
+	mt6000.kinds["pppoe-wan"], mt6000.board = KindPPP, "glinet,gl-mt6000"
+	mt3000 := filogic(2, []string{"eth0", "eth1"}, nil, map[string]string{"wlan0": "mt7981-wmac"}, map[string]string{"napi/phy0-7": ""})
+	mt3000.board = "glinet,gl-mt3000"
+	r4 := filogic(4, []string{"eth0", "eth1", "eth2"}, []string{"lan1", "lan2", "lan3"},
+		map[string]string{"phy0-ap0": "mt7996e", "phy0-ap2": "mt7996e"}, map[string]string{"napi/phy0-7": "", "napi/phy0-12": ""})
+	r4.board, r4.irqs["mt7996e"] = "bananapi,bpi-r4", "phy0-ap0/-1"
+	edma := func(ncpu int, board, target string) presetWant {
+		k := map[string]string{"eth0": KindDSAConduit, "wan": KindDSAUser, "lan1": KindDSAUser, "wlan0": KindWifi, "br-lan": KindBridge}
+		return presetWant{cpus: ncpu, kinds: k, drivers: map[string]string{"eth0": "qca_edma"}, rx: map[string]int{"eth0": 1}, tx: map[string]int{"eth0": 4},
+			threads: map[string]string{"napi/eth0-257": "eth0", "napi/eth0-258": "eth0"}, threaded: []string{"eth0"}, txThreads: map[string]int{"eth0": 1},
+			irqs:  map[string]string{"edma_rxdesc_0": "eth0/0", "edma_txcmpl_0": "eth0/0", "edma_misc": ""},
+			board: board, target: target, steering: "1"}
+	}
+	rock := func(ncpu int, board string, kinds map[string]string, irqs map[string]string) presetWant {
+		kinds["lo"], kinds["br-lan"] = KindVirtual, KindBridge
+		return presetWant{cpus: ncpu, kinds: kinds, rx: map[string]int{}, threads: map[string]string{}, irqs: irqs,
+			board: board, target: "rockchip/armv8", steering: "1"}
+	}
+	little := func(n int) map[int][]int {
+		m := map[int][]int{}
+		for i := 0; i < n; i++ {
+			m[i] = nil
+		}
+		return m
+	}
+	r4s := rock(6, "friendlyarm,nanopi-r4s", map[string]string{"eth0": KindEthernet, "eth1": KindEthernet}, map[string]string{"eth0": "eth0/-1", "eth1": "eth1/-1"})
+	r4s.siblings = little(6)
+	r6s := rock(8, "friendlyarm,nanopi-r6s", map[string]string{"eth0": KindEthernet, "eth2": KindEthernet, "pppoe-wan": KindPPP},
+		map[string]string{"eth0-0": "eth0/0", "eth0-3": "eth0/3", "eth1-2": "eth1/2", "eth2": "eth2/-1"})
+	r6s.siblings, r6s.rx = little(8), map[string]int{"eth0": 4, "eth1": 4, "eth2": 1, "pppoe-wan": 1}
+	return map[string]presetWant{
+		"mt6000":  mt6000,
+		"mt3000":  mt3000,
+		"bpi-r4":  r4,
+		"ipq60xx": edma(4, "linksys,mr7350", "qualcommax/ipq60xx"),
+		"ipq50xx": edma(2, "glinet,gl-b3000", "qualcommax/ipq50xx"),
+		"ipq806x": {
+			cpus: 2, kinds: map[string]string{"eth0": KindDSAConduit, "eth1": KindDSAConduit, "lan1": KindDSAUser, "wan": KindDSAUser, "wlan1": KindWifi},
+			rx: map[string]int{"eth0": 1}, threads: map[string]string{}, irqs: map[string]string{"eth0": "eth0/-1", "eth1": "eth1/-1", "ath10k_pci": ""},
+			board: "netgear,r7800", target: "ipq806x/generic", steering: "1", offload: [2]string{"1", ""},
+		},
+		"lantiq": {
+			cpus: 2, siblings: map[int][]int{0: {1}, 1: {0}},
+			kinds:   map[string]string{"eth0": KindDSAConduit, "dsl0": KindEthernet, "lan1": KindDSAUser, "wlan0": KindWifi, "pppoe-wan": KindPPP},
+			threads: map[string]string{}, irqs: map[string]string{"ath9k": "wlan0/-1", "xrx200_net_rx": "", "ptm_mailbox_isr": ""},
+			board: "avm,fritz7490", target: "lantiq/xrx200", steering: "1",
+		},
+		"r2s":      rock(4, "friendlyarm,nanopi-r2s", map[string]string{"eth0": KindEthernet, "eth1": KindEthernet, "pppoe-wan": KindPPP}, map[string]string{"eth0": "eth0/-1", "xhci-hcd:usb1": ""}),
+		"r4s":      r4s,
+		"r5s":      rock(4, "friendlyarm,nanopi-r5s", map[string]string{"eth1": KindEthernet, "eth2": KindEthernet}, map[string]string{"eth1": "eth1/-1", "eth2": "eth2/-1"}),
+		"r6s":      r6s,
+		"r6s-skew": r6s,
+		"rpi4": {
+			cpus: 4, kinds: map[string]string{"eth0": KindEthernet, "eth1": KindEthernet}, drivers: map[string]string{"eth0": "bcmgenet"},
+			rx: map[string]int{"eth0": 1}, tx: map[string]int{"eth0": 5}, threads: map[string]string{},
+			irqs: map[string]string{"eth0": "eth0/-1", "xhci_hcd": ""}, board: "raspberrypi,4-model-b", target: "bcm27xx/bcm2711", steering: "1",
+		},
+		"rpi5": {
+			cpus: 4, kinds: map[string]string{"eth0": KindEthernet, "pppoe-wan": KindPPP}, drivers: map[string]string{"eth0": "macb"},
+			rx: map[string]int{"eth0": 1}, threads: map[string]string{},
+			irqs: map[string]string{"eth0": "eth0/-1", "xhci-hcd:usb1": ""}, board: "raspberrypi,5-model-b", target: "bcm27xx/bcm2712", steering: "1",
+		},
+	}
+}

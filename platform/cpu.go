@@ -66,6 +66,7 @@ func (f *reader) readCPUs(g *gaps) []CPU {
 		cpus = append(cpus, c)
 	}
 	fillSiblings(cpus)
+	f.clusterSiblings(cpus, g) // boards.go
 	return cpus
 }
 

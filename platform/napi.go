@@ -288,7 +288,7 @@ func (f *reader) readProcesses(ctx context.Context, g *gaps) ([]NAPIThread, []st
 		}
 		name := string(st.comm)
 		owner, id, _ := parseNAPIName(name)
-		t := NAPIThread{PID: pid, Name: name, Owner: owner, NAPIID: id}
+		t := NAPIThread{PID: pid, Name: name, Owner: owner, NAPIID: id, CPUTicks: statTicks(b)}
 		// In a scoped read, CPUs are read once the thread's device is
 		// known (read).
 		if f.scope == nil {

@@ -247,6 +247,7 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 	s.NAPIThreads, s.Workers = splitWorkers(s.NAPIThreads)
 	tieThreads(s.NAPIThreads, s.Devices)
 	tieIRQs(s.IRQs, s.Devices)
+	tieDashQueues(s.IRQs, s.Devices)
 	tieCarriers(s.Devices, s.Config.PPPoE)
 	if scope != nil {
 		// What readProcesses and readIRQs left out: the device's own.

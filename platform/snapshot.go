@@ -137,6 +137,9 @@ type NAPIThread struct {
 	Direction string `json:"direction,omitempty"`
 	// CPUs is the live affinity as a cpu list (Cpus_allowed_list), e.g. "0-3".
 	CPUs string `json:"cpus"`
+	// CPUTicks is the CPU time the thread has used (stat's utime + stime,
+	// clock ticks): how much work it carries (boards.go).
+	CPUTicks uint64 `json:"cpu_ticks,omitempty"`
 }
 
 // Directions of NAPI threads and per-queue IRQs.

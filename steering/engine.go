@@ -148,6 +148,9 @@ type DeviceQueues struct {
 	Kind   string        `json:"kind"`
 	Rx     []RxQueueView `json:"rx"`
 	Tx     []TxQueueView `json:"tx"`
+	// Threads are the threads of a wifi device's mt76 phy with what each
+	// does (rule_mt76.go); none for other devices.
+	Threads []PhyThread `json:"threads,omitempty"`
 }
 
 // RxQueueView is one rx queue with its rx NAPI thread and IRQ, live and
@@ -178,6 +181,9 @@ type IRQView struct {
 	Name     string `json:"name"`
 	CPUs     string `json:"cpus"`
 	WantCPUs string `json:"want_cpus"`
+	// Fixed is the kernel's error when it refused to move this IRQ
+	// (irq_refused.go); it stays on CPUs.
+	Fixed string `json:"fixed,omitempty"`
 }
 
 // TxQueueView is one tx queue's live and wanted XPS mask, with the NAPI

@@ -72,7 +72,7 @@ func QueueViews(snap *platform.Snapshot, p *Plan, device string) []DeviceQueues 
 			return nil
 		}
 		return &IRQView{IRQ: q.Number, Name: q.Name, CPUs: maskToList(q.SMPAffinity),
-			WantCPUs: maskToList(want[knobID(Action{Kind: KindIRQAffinity, IRQ: q.Number})])}
+			WantCPUs: maskToList(want[knobID(Action{Kind: KindIRQAffinity, IRQ: q.Number})]), Fixed: q.Refused}
 	}
 	pair := PairQueues(snap)
 	out := []DeviceQueues{}
@@ -101,6 +101,9 @@ func QueueViews(snap *platform.Snapshot, p *Plan, device string) []DeviceQueues 
 				NAPI:        napiView(dp.Tx[j].Thread),
 				IRQ:         irqView(dp.Tx[j].IRQ),
 			})
+		}
+		if d.Phy != "" {
+			dq.Threads = PhyThreads(snap, d.Name, want) // rule_mt76.go
 		}
 		out = append(out, dq)
 	}
