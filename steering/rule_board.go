@@ -230,10 +230,13 @@ func (b *builder) irqRunsOn(q *platform.IRQ) cpuset.Set {
 		top = max(top, n)
 	}
 	if top > 0 {
+		// Counts are per column of /proc/interrupts: the online CPUs in
+		// number order.
+		cols := onlineCPUs(b.snap)
 		var set cpuset.Set
 		for i, n := range q.Counts {
-			if n*10 >= top {
-				set = set.Add(i)
+			if n*10 >= top && i < len(cols) {
+				set = set.Add(cols[i].id)
 			}
 		}
 		return set

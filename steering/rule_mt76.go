@@ -133,6 +133,9 @@ func spreadMT76(b *builder, s *platform.Snapshot, _ int) (string, []Hint) {
 		for _, t := range g.rx {
 			w := g.weight(t)
 			c := pic.pick(w, cpuset.Set{})
+			if c < 0 {
+				break
+			}
 			pic.add(c, w)
 			b.napi(t, cpuset.Of(c))
 			if busiest < 0 {
@@ -147,6 +150,8 @@ func spreadMT76(b *builder, s *platform.Snapshot, _ int) (string, []Hint) {
 				exclude = exclude.Add(busiest)
 			}
 			tx = pic.pick(loadThread, exclude)
+		}
+		if tx >= 0 {
 			pic.add(tx, loadThread)
 			for _, t := range append(append([]*platform.NAPIThread(nil), g.workers...), g.txNAPI...) {
 				b.napi(t, cpuset.Of(tx))
