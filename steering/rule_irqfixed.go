@@ -23,8 +23,9 @@ import (
 // per-CPU counts: the Raspberry Pi 5's RP1 leaves effective_affinity_list
 // empty, raspberrypi/linux#7101) and moves the RPS target off it.
 //
-// Skewed RSS: where a device's per-queue IRQ counts show one rx queue
-// with at least skewShare of them, RSS is not spreading its traffic (one
+// Skewed RSS: where a device's per-queue IRQ counts (or, without them,
+// its rx NAPI threads' CPU time) show one rx queue with at least
+// skewShare of them, RSS is not spreading its traffic (one
 // PPPoE session or a few flows hash to one queue: openwrt/openwrt#13493,
 // X540/I350 with all WAN load on one queue, r8125 all on eth0-0), so
 // "RPS off, the hardware spreads" is wrong for that queue: it gets RPS to
@@ -35,7 +36,29 @@ const (
 	skewShare = 0.8
 	// skewMinIRQs is the count below which the counts say nothing.
 	skewMinIRQs = 10000
+	// skewMinTicks is the same for rx thread CPU time (clock ticks: 10 s
+	// of CPU at USER_HZ 100).
+	skewMinTicks = 1000
 )
+
+// skewedQueue returns the rx queue with at least skewShare of the device's
+// work as count measures it, and its share in percent; -1 when none does
+// or the total is below min.
+func skewedQueue(dp *DevicePairing, count func(qp QueuePair, i int) uint64, min uint64) (int, float64) {
+	var total, top uint64
+	topQ := -1
+	for i, qp := range dp.Rx {
+		n := count(qp, i)
+		total += n
+		if n > top {
+			top, topQ = n, i
+		}
+	}
+	if topQ < 0 || total < min || float64(top) < skewShare*float64(total) {
+		return -1, 0
+	}
+	return topQ, 100 * float64(top) / float64(total)
+}
 
 // dropRefusedIRQs removes the plan's writes of IRQs the kernel refused and
 // says where they stay. Every mode.
@@ -102,30 +125,32 @@ func spreadSkewed(b *builder, s *platform.Snapshot, _ int) (string, []Hint) {
 			continue
 		}
 		dp := pair.Device(d.Name)
-		var total, top uint64
-		topQ := -1
-		for i, qp := range dp.Rx {
+		what := "rx interrupts"
+		topQ, share := skewedQueue(dp, func(qp QueuePair, i int) uint64 {
 			if qp.IRQ == nil || qp.IRQ.RxQueue() != i {
-				continue
+				return 0
 			}
-			var n uint64
-			for _, c := range qp.IRQ.Counts {
-				n += c
-			}
-			total += n
-			if n > top {
-				top, topQ = n, i
-			}
+			return irqTotal(qp.IRQ)
+		}, skewMinIRQs)
+		if topQ < 0 {
+			// Threaded NAPI without per-queue IRQ counts: the rx
+			// threads' CPU time says the same.
+			what = "rx NAPI CPU time"
+			topQ, share = skewedQueue(dp, func(qp QueuePair, _ int) uint64 {
+				if qp.Thread == nil {
+					return 0
+				}
+				return qp.Thread.CPUTicks
+			}, skewMinTicks)
 		}
-		if topQ < 0 || total < skewMinIRQs || float64(top) < skewShare*float64(total) {
+		if topQ < 0 {
 			continue
 		}
-		share := 100 * float64(top) / float64(total)
 		rq := d.RxQueues[topQ]
 		k := actionKey{kind: KindRPSCPUs, device: d.Name, queue: rq.Name}
 		if _, ok := b.planned(k); !ok {
 			hints = append(hints, Hint{ID: HintRSSSkew, Device: d.Name,
-				Text: fmt.Sprintf("%s %s carried %.0f%% of the device's rx interrupts: RSS puts almost all its traffic on one queue (one PPPoE session or a few flows; openwrt/openwrt#13493). This mode does not manage the device, so its RPS is left alone.", d.Name, rq.Name, share)})
+				Text: fmt.Sprintf("%s %s carried %.0f%% of the device's %s: RSS puts almost all its traffic on one queue (one PPPoE session or a few flows; openwrt/openwrt#13493). This mode does not manage the device, so its RPS is left alone.", d.Name, rq.Name, share, what)})
 			continue
 		}
 		exclude := b.irqRunsOn(dp.Rx[topQ].IRQ)
@@ -144,13 +169,13 @@ func spreadSkewed(b *builder, s *platform.Snapshot, _ int) (string, []Hint) {
 		}
 		if targets.Len() < 2 {
 			hints = append(hints, Hint{ID: HintRSSSkew, Device: d.Name,
-				Text: fmt.Sprintf("%s %s carried %.0f%% of the device's rx interrupts (openwrt/openwrt#13493), but fewer than two CPUs are free of its own IRQ and NAPI work, so spreading it would not help.", d.Name, rq.Name, share)})
+				Text: fmt.Sprintf("%s %s carried %.0f%% of the device's %s (openwrt/openwrt#13493), but fewer than two CPUs are free of its own IRQ and NAPI work, so spreading it would not help.", d.Name, rq.Name, share, what)})
 			continue
 		}
 		b.rps(d, rq, targets)
 		hints = append(hints, Hint{ID: HintRSSSkew, Device: d.Name,
-			Text: fmt.Sprintf("%s %s carried %.0f%% of the device's rx interrupts: RSS puts almost all its traffic on one queue (openwrt/openwrt#13493), so its RPS spreads it to %s instead of relying on RSS.", d.Name, rq.Name, share, cpuWord(targets))})
-		ev = append(ev, fmt.Sprintf("%s %s (%.0f%% of its rx IRQs) RPS to %s", d.Name, rq.Name, share, cpuWord(targets)))
+			Text: fmt.Sprintf("%s %s carried %.0f%% of the device's %s: RSS puts almost all its traffic on one queue (openwrt/openwrt#13493), so its RPS spreads it to %s instead of relying on RSS.", d.Name, rq.Name, share, what, cpuWord(targets))})
+		ev = append(ev, fmt.Sprintf("%s %s (%.0f%% of its %s) RPS to %s", d.Name, rq.Name, share, what, cpuWord(targets)))
 	}
 	sort.Strings(ev)
 	if len(ev) == 0 {

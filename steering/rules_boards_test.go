@@ -359,3 +359,32 @@ func TestRuleSkew(t *testing.T) {
 		}
 	}
 }
+
+// Threaded NAPI without IRQ counts: the rx threads' CPU time shows the
+// skew. x86-8-threaded's eth0 is rss-per-cpu (RPS off); with its first
+// rx thread carrying all the work, rx-0 is spread to the other CPUs.
+func TestRuleSkewThreads(t *testing.T) {
+	s := copySnap(presetSnapshot(t, "x86-8-threaded"))
+	for i := range s.NAPIThreads {
+		if s.NAPIThreads[i].Name == "napi/eth0-8193" {
+			s.NAPIThreads[i].CPUTicks = 50000
+		} else if s.NAPIThreads[i].Device == "eth0" {
+			s.NAPIThreads[i].CPUTicks = 100
+		}
+	}
+	p := plan(t, s, ModeAuto)
+	if !hasHint(p, HintRSSSkew) {
+		t.Fatalf("no %s hint: %v", HintRSSSkew, hintIDs(p))
+	}
+	v, _ := value(p, KindRPSCPUs, "eth0/rx-0")
+	if !cpuset.SameMask(v, "fe") {
+		t.Errorf("eth0 rx-0 RPS %s, want fe (every CPU but the thread's CPU0)", v)
+	}
+	if v, _ := value(p, KindRPSCPUs, "eth0/rx-1"); !cpuset.SameMask(v, "0") {
+		t.Errorf("eth0 rx-1 RPS %s, want 0 (rss-per-cpu)", v)
+	}
+	// Without the CPU times: rss-per-cpu as before.
+	if v, _ := value(plan(t, presetSnapshot(t, "x86-8-threaded"), ModeAuto), KindRPSCPUs, "eth0/rx-0"); !cpuset.SameMask(v, "0") {
+		t.Errorf("unskewed eth0 rx-0 RPS %s, want 0", v)
+	}
+}
