@@ -65,13 +65,17 @@ type PPPoELink struct {
 // interface ("pppoe-wan" for interface wan).
 func PPPDeviceName(iface string) string { return "pppoe-" + iface }
 
-// readCPUCapacity reads cpu_capacity and cpuinfo_max_freq of the CPU whose
-// directory is dir; absent files leave 0 and are not gaps.
+// readCPUCapacity reads cpu_capacity of the CPU whose directory is dir,
+// and cpuinfo_max_freq only where cpu_capacity is absent (the planner
+// falls back to it then); absent files leave 0 and are not gaps.
 func (f *reader) readCPUCapacity(c *CPU, dir string, g *gaps) {
 	for _, x := range []struct {
 		rel string
 		dst *int
 	}{{dir + "/cpu_capacity", &c.Capacity}, {dir + "/cpufreq/cpuinfo_max_freq", &c.MaxFreqKHz}} {
+		if c.Capacity > 0 {
+			return
+		}
 		n, err := f.num(f.dir, x.rel)
 		switch {
 		case err == nil && n > 0:

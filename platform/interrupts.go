@@ -206,7 +206,6 @@ func (f *reader) readIRQAffinity(q *IRQ, g *gaps) {
 		return
 	}
 	q.SMPAffinity = s
-	f.readIRQEffective(q, g)
 }
 
 // wifiIRQDriver reports wifi driver families whose IRQs carry the driver

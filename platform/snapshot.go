@@ -64,8 +64,9 @@ type CPU struct {
 	// Siblings are the other CPUs on the same core and package (SMT threads).
 	Siblings []int `json:"siblings,omitempty"`
 	// Capacity is cpu_capacity (the scheduler's relative capacity, 1024 for
-	// the biggest core) and MaxFreqKHz cpufreq/cpuinfo_max_freq; 0 when the
-	// kernel does not show them (boards.go).
+	// the biggest core) and MaxFreqKHz cpufreq/cpuinfo_max_freq, read only
+	// where cpu_capacity is absent; 0 when the kernel does not show them
+	// (boards.go).
 	Capacity   int `json:"capacity,omitempty"`
 	MaxFreqKHz int `json:"max_freq_khz,omitempty"`
 }
@@ -167,7 +168,8 @@ type IRQ struct {
 	Queue     int    `json:"queue"`
 	Direction string `json:"direction,omitempty"`
 	// Effective is effective_affinity_list, the CPUs the IRQ really
-	// arrives on ("" when unreadable).
+	// arrives on; read for IRQs tied to a netdev or refused ("" when
+	// unreadable or not read).
 	Effective string `json:"effective,omitempty"`
 	// Refused is the kernel's error from an earlier apply's write of
 	// smp_affinity that it refused (EINVAL, EIO: the irq chip cannot

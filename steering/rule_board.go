@@ -65,8 +65,11 @@ type cpuPicture struct {
 	all  cpuset.Set
 }
 
+// littleBelow is the relative capacity below which a core is little.
+const littleBelow = 0.8
+
 // capacities returns the online CPUs' relative capacity and whether they
-// differ (big.LITTLE). cpu_capacity decides; without it cpuinfo_max_freq
+// differ (big.LITTLE: some core below littleBelow of the biggest). cpu_capacity decides; without it cpuinfo_max_freq
 // does; without either every CPU is 1.0.
 func capacities(s *platform.Snapshot) (map[int]float64, bool) {
 	on := onlineCPUs(s)
@@ -94,7 +97,14 @@ func capacities(s *platform.Snapshot) (map[int]float64, bool) {
 		differ := false
 		for _, c := range on {
 			out[c.id] = float64(field(byID[c.id])) / float64(top)
-			differ = differ || out[c.id] < 1
+			differ = differ || out[c.id] < littleBelow
+		}
+		if !differ {
+			// Cores within a fifth of each other (x86 favoured cores'
+			// max_freq, cpufreq variation) count as equal.
+			for _, c := range on {
+				out[c.id] = 1
+			}
 		}
 		return out, differ
 	}
@@ -112,7 +122,7 @@ func newPicture(b *builder, s *platform.Snapshot, skip func(a Action) bool) *cpu
 	for _, c := range onlineCPUs(s) {
 		p.ids = append(p.ids, c.id)
 		p.all = p.all.Add(c.id)
-		if caps[c.id] >= 1 {
+		if caps[c.id] >= littleBelow {
 			p.big = p.big.Add(c.id)
 		}
 	}

@@ -1,6 +1,7 @@
 package steering
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -386,5 +387,42 @@ func TestRuleSkewThreads(t *testing.T) {
 	// Without the CPU times: rss-per-cpu as before.
 	if v, _ := value(plan(t, presetSnapshot(t, "x86-8-threaded"), ModeAuto), KindRPSCPUs, "eth0/rx-0"); !cpuset.SameMask(v, "0") {
 		t.Errorf("unskewed eth0 rx-0 RPS %s, want 0", v)
+	}
+}
+
+func TestCapacities(t *testing.T) {
+	mk := func(caps, freqs []int) *platform.Snapshot {
+		s := &platform.Snapshot{}
+		for i := range caps {
+			s.CPUs = append(s.CPUs, platform.CPU{ID: i, Online: true, Capacity: caps[i], MaxFreqKHz: freqs[i]})
+		}
+		return s
+	}
+	tests := []struct {
+		name        string
+		caps, freqs []int
+		differ      bool
+		little      []int
+	}{
+		{"rk3588", []int{423, 423, 1024, 1024}, []int{0, 0, 0, 0}, true, []int{0, 1}},
+		{"equal", []int{1024, 1024}, []int{0, 0}, false, nil},
+		{"max_freq only", []int{0, 0, 0}, []int{1800000, 2400000, 2400000}, true, []int{0}},
+		{"favoured cores", []int{0, 0}, []int{4900000, 5000000}, false, nil},
+		{"one unknown", []int{423, 0}, []int{0, 0}, false, nil},
+	}
+	for _, tt := range tests {
+		got, differ := capacities(mk(tt.caps, tt.freqs))
+		if differ != tt.differ {
+			t.Errorf("%s: differ %v, want %v (%v)", tt.name, differ, tt.differ, got)
+		}
+		var little []int
+		for i := range tt.caps {
+			if got[i] < littleBelow {
+				little = append(little, i)
+			}
+		}
+		if fmt.Sprint(little) != fmt.Sprint(tt.little) {
+			t.Errorf("%s: little %v, want %v", tt.name, little, tt.little)
+		}
 	}
 }
