@@ -326,3 +326,22 @@ func (f *reader) clusterSiblings(cpus []CPU, g *gaps) {
 		}
 	}
 }
+
+// readEffective reads effective_affinity_list where a plan looks at it:
+// IRQs refused by the kernel, and IRQs tied to a netdev without NAPI
+// threads (whose receive work runs where the IRQ fires). Threaded
+// devices' IRQs only wake their threads, so they are not read.
+func (f *reader) readEffective(s *Snapshot, g *gaps) {
+	threaded := map[string]bool{}
+	for _, t := range s.NAPIThreads {
+		if t.Device != "" {
+			threaded[t.Device] = true
+		}
+	}
+	for i := range s.IRQs {
+		q := &s.IRQs[i]
+		if q.Refused != "" || (q.Device != "" && !threaded[q.Device]) {
+			f.readIRQEffective(q, g)
+		}
+	}
+}

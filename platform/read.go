@@ -249,11 +249,7 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 	tieIRQs(s.IRQs, s.Devices)
 	tieDashQueues(s.IRQs, s.Devices)
 	tieCarriers(s.Devices, s.Config.PPPoE)
-	for i := range s.IRQs {
-		if s.IRQs[i].Device != "" || s.IRQs[i].Refused != "" {
-			f.readIRQEffective(&s.IRQs[i], &irqGaps) // boards.go: only where a plan asks
-		}
-	}
+	f.readEffective(s, &irqGaps) // boards.go
 	if scope != nil {
 		// What readProcesses and readIRQs left out: the device's own.
 		threads := s.NAPIThreads[:0]

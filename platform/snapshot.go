@@ -168,8 +168,8 @@ type IRQ struct {
 	Queue     int    `json:"queue"`
 	Direction string `json:"direction,omitempty"`
 	// Effective is effective_affinity_list, the CPUs the IRQ really
-	// arrives on; read for IRQs tied to a netdev or refused ("" when
-	// unreadable or not read).
+	// arrives on; read for refused IRQs and those tied to a netdev without
+	// NAPI threads ("" when unreadable or not read).
 	Effective string `json:"effective,omitempty"`
 	// Refused is the kernel's error from an earlier apply's write of
 	// smp_affinity that it refused (EINVAL, EIO: the irq chip cannot
