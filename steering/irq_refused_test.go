@@ -2,6 +2,7 @@ package steering
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -57,5 +58,55 @@ func TestRecordRefusedIRQs(t *testing.T) {
 	rec := platform.ParseRefusedIRQs(b)
 	if len(rec) != 2 || rec[106][0] != "eth0" || rec[131][0] != "xhci-hcd:usb1" {
 		t.Errorf("record %v, want irqs 106 and 131", rec)
+	}
+}
+
+// refusingWriter is the fixture writer with one IRQ the kernel will not
+// move, counting the attempts.
+type refusingWriter struct {
+	Writer
+	path     string
+	attempts int
+}
+
+func (w *refusingWriter) WriteKnob(rel, value string) error {
+	if rel == w.path {
+		w.attempts++
+		return &fs.PathError{Op: "write", Path: rel, Err: unix.EINVAL}
+	}
+	return w.Writer.WriteKnob(rel, value)
+}
+
+// Through the engine: the first apply reports the refusal and records it;
+// the next plan leaves the IRQ alone, says so, and the next apply does not
+// try again.
+func TestEngineRefusedIRQRecorded(t *testing.T) {
+	root := deviceTestRoot(t, "r6s", ModeAuto)
+	w := &refusingWriter{Writer: NewFSWriter(root), path: "proc/irq/130/smp_affinity"}
+	e := NewEngine(root, WithWriter(w))
+	ctx := context.Background()
+	res, err := e.Apply(ctx, ApplyRequest{Reason: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failed) != 0 || len(res.Refused) != 1 || res.Refused[0].Action.IRQ != 130 {
+		t.Fatalf("failed %+v refused %+v, want irq 130 refused only", res.Failed, res.Refused)
+	}
+	if len(res.Changed) == 0 {
+		t.Fatalf("nothing else was applied")
+	}
+	_, p, err := e.Plan(ctx, PlanRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := value(p, KindIRQAffinity, "irq 130 eth0-0"); ok || !hasHint(p, HintIRQFixed) {
+		t.Errorf("after the refusal the plan still moves irq 130 or lacks the hint (%v)", hintIDs(p))
+	}
+	res, err = e.Apply(ctx, ApplyRequest{Reason: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.attempts != 1 || len(res.Refused) != 0 || len(res.Failed) != 0 {
+		t.Errorf("second apply: %d attempts on the refused IRQ, refused %+v, failed %+v", w.attempts, res.Refused, res.Failed)
 	}
 }
