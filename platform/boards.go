@@ -138,13 +138,20 @@ func FormatRefusedIRQs(rec map[int][2]string) []byte {
 		nums = append(nums, n)
 	}
 	sort.Ints(nums)
-	clean := strings.NewReplacer("\t", " ", "\n", " ")
+	clean := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			if r == '\t' || r == '\n' {
+				return ' '
+			}
+			return r
+		}, s)
+	}
 	var b bytes.Buffer
 	for i, n := range nums {
 		if i >= MaxRefusedIRQs {
 			break
 		}
-		b.WriteString(strconv.Itoa(n) + "\t" + clean.Replace(rec[n][0]) + "\t" + clean.Replace(rec[n][1]) + "\n")
+		b.WriteString(strconv.Itoa(n) + "\t" + clean(rec[n][0]) + "\t" + clean(rec[n][1]) + "\n")
 	}
 	return b.Bytes()
 }

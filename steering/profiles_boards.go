@@ -5,14 +5,14 @@ package steering
 // they say so and point at `tune`.
 
 const (
-	evFilogic  = "MediaTek filogic (MT7981/MT7986/MT7988): the generic auto rule with the board rules. Its mt76 Wi-Fi runs several NAPI threads and a tx worker that the stock script pins to one CPU (openwrt/mt76#1072: MT7996 threads on CPU3 at 94-99%, CPU0-2 under 20%; openwrt/openwrt#24697: 1.45 -> 2.09 Gbit/s with the tx worker moved off the NAPI core; #25016), and PPPoE WANs are capped by one CPU (openwrt/openwrt#15207: GL-MT6000 1.3 Gb/s, one core at 100%; #24219: MT7986 1490 against 2200 Mb/s)."
-	evIPQ60xx  = "qualcommax ipq60xx: the generic auto rule with the board rules. openwrt/openwrt#24203 (qca-edma) measured 600+ Mb/s more with threaded NAPI and pinned IRQs, which the driver now sets itself; no public measurement compares RPS placements on this target."
-	evIPQ50xx  = "qualcommax ipq50xx: the generic auto rule with the board rules; no public measurement of RPS placements without hardware acceleration."
-	evIPQ50HW  = "qualcommax ipq50xx with hardware flow offload: steering off. Telecominfraproject/wlan-ap#1283: with PPE/NSS/SFE acceleration software RPS brings no benefit and makes the CPU load uneven, so the AP image sets network.globals.packet_steering=0."
-	evIPQ806x  = "ipq806x (IPQ8064/8065, 2 Krait cores): the generic auto rule with the board rules. openwrt/openwrt#11676 reports 650 -> 1019 Mb/s with packet steering and flow offload together; openwrt/openwrt#9887 reports negligible differences from steering alone on ipq8064/ipq8065."
-	evLantiq   = "lantiq xrx200 (34Kc, 2 VPEs): RPS to all CPUs (stock mode 2) and the board rules. openwrt/openwrt#2553 reports lower throughput with RPS to the CPU without the IRQ only and all-CPU masks as the better choice; one report, 2 VPEs sharing one core."
-	evRockchip = "rockchip: the generic auto rule with the board rules, which weigh big and little cores (RK3399, RK3588) by cpu_capacity. StarWhiz/NanoPi-R6S-CPU-Optimization-for-Gigabit-SQM: cake SQM near 800 Mb/s with the NIC work on the A55 cores, over 1,400 Mb/s on the A76; sbwml/builder#38 (RK3576): RPS on the big cores improved bursts; OpenWrt's 40-net-smp-affinity puts the R4S IRQs on its A72 cores; FriendlyWrt#77 (R2S): PPPoE 190-200 of 700 Mb/s on one core."
-	evBCM27xx  = "bcm27xx (Raspberry Pi 4, 5): the generic auto rule with the board rules. The Pi 5's RP1 refuses IRQ affinity (raspberrypi/linux#6077: write error: Invalid argument), so its IRQs are planned around; no public measurement compares RPS placements on these boards."
+	evFilogic  = "MediaTek filogic: generic auto rule and board rules. The stock script pins all mt76 NAPI threads and the tx worker to one CPU (openwrt/mt76#1072: 94-99% on CPU3, CPU0-2 under 20%; openwrt/openwrt#24697: 1.45 -> 2.09 Gbit/s with the tx worker moved; #25016); PPPoE is capped by one CPU (#15207: GL-MT6000 1.3 Gb/s; #24219: 1490 against 2200 Mb/s)."
+	evIPQ60xx  = "qualcommax ipq60xx: generic auto rule and board rules. openwrt/openwrt#24203: 600+ Mb/s more with threaded NAPI and pinned IRQs (now set by qca-edma itself); nothing public compares RPS placements here."
+	evIPQ50xx  = "qualcommax ipq50xx: generic auto rule and board rules; nothing public measures RPS placements without hardware acceleration."
+	evIPQ50HW  = "qualcommax ipq50xx with hardware flow offload: steering off (Telecominfraproject/wlan-ap#1283: with PPE/NSS/SFE software RPS brings no benefit and uneven CPU load)."
+	evIPQ806x  = "ipq806x: generic auto rule and board rules. openwrt/openwrt#11676: 650 -> 1019 Mb/s with steering and flow offload together; #9887: negligible differences from steering alone."
+	evLantiq   = "lantiq xrx200 (2 VPEs): RPS to all CPUs (stock mode 2) and board rules. openwrt/openwrt#2553: all-CPU masks over RPS to the non-IRQ CPU only; one report."
+	evRockchip = "rockchip: generic auto rule and board rules, big cores first by cpu_capacity (StarWhiz/NanoPi-R6S-CPU-Optimization-for-Gigabit-SQM: cake SQM near 800 Mb/s on the A55 cores, over 1,400 on the A76; sbwml/builder#38; OpenWrt's 40-net-smp-affinity: R4S IRQs on the A72 cores); Actions-FriendlyWrt#77: R2S PPPoE 190-200 of 700 Mb/s."
+	evBCM27xx  = "bcm27xx (Raspberry Pi 4, 5): generic auto rule and board rules; the Pi 5's RP1 refuses IRQ affinity (raspberrypi/linux#6077), so its IRQs are planned around. Nothing public compares RPS placements here."
 	tuneText   = "The public evidence for this board is thin: `packet-steering tune` measures the alternatives on it."
 )
 

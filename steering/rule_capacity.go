@@ -65,10 +65,10 @@ func capacityText(s *platform.Snapshot) string {
 	for v := range byCap {
 		vals = append(vals, v)
 	}
-	sort.Sort(sort.Reverse(sort.IntSlice(vals)))
+	sort.Ints(vals)
 	parts := make([]string, 0, len(vals))
-	for _, v := range vals {
-		parts = append(parts, fmt.Sprintf("%d on %s", v, cpuWord(byCap[v])))
+	for i := len(vals) - 1; i >= 0; i-- {
+		parts = append(parts, fmt.Sprintf("%d on %s", vals[i], cpuWord(byCap[vals[i]])))
 	}
 	return strings.Join(parts, ", ")
 }
