@@ -132,10 +132,10 @@ flood: build-router
 
 # Stripped static router binaries (-tags router) for mipsel_24kc (mipsle,
 # soft float) and aarch64, each with its size, xz -9e and gzip -9 sizes,
-# checked against SIZE_XZ_LIMIT and SIZE_GZ_LIMIT: exit status 1 when one
-# is over. Also the builds as the packages feed makes them (amd64 and
-# mipsle: cgo, gcc, musl, dynamic), printed against the static ones, not
-# checked (scripts/size-feed.sh).
+# checked against mipsel_24kc's budget, SIZE_XZ_LIMIT and SIZE_GZ_LIMIT:
+# exit status 1 when one is over. Also the builds as the packages feed
+# makes them (amd64 and mipsle: cgo, gcc, musl, dynamic), printed against
+# the static ones, not checked (scripts/size-feed.sh).
 size:
 	@mkdir -p out
 	GOOS=linux GOARCH=mipsle GOMIPS=softfloat $(GO) build -tags $(ROUTER_TAGS) -trimpath -ldflags '$(LDFLAGS)' -o out/$(BIN)-mipsle $(PKG)
@@ -145,8 +145,9 @@ size:
 	@rc=0; for f in out/$(BIN)-mipsle out/$(BIN)-arm64; do \
 		n=$$(stat -c %s $$f); x=$$(xz -9e -c $$f | wc -c); g=$$(gzip -9 -c $$f | wc -c); \
 		printf '%-28s %8d bytes  xz %8d (limit %d)  gzip %8d (limit %d)\n' $$f $$n $$x $(SIZE_XZ_LIMIT) $$g $(SIZE_GZ_LIMIT); \
-		if [ $$x -gt $(SIZE_XZ_LIMIT) ]; then echo "size: $$f: xz is $$((x - $(SIZE_XZ_LIMIT))) bytes over the limit" >&2; rc=1; fi; \
-		if [ $$g -gt $(SIZE_GZ_LIMIT) ]; then echo "size: $$f: gzip is $$((g - $(SIZE_GZ_LIMIT))) bytes over the limit" >&2; rc=1; fi; \
+		over=""; [ $$x -le $(SIZE_XZ_LIMIT) ] || over=" xz $$((x - $(SIZE_XZ_LIMIT)))"; \
+		[ $$g -le $(SIZE_GZ_LIMIT) ] || over="$$over gzip $$((g - $(SIZE_GZ_LIMIT)))"; \
+		if [ -n "$$over" ]; then echo "size: $$f is over the budget by$$over bytes" >&2; rc=1; fi; \
 	done; exit $$rc
 
 # The embedded default: a demo router, the daemon and the LuCI page.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -154,12 +153,17 @@ func (p *iperf) runOnce(ctx context.Context, run int) (measurement, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.Estimate()+30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, p.Args(run)...)
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
-	cmd.WaitDelay = 3 * time.Second
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
+	if !strings.Contains(bin, "/") {
+		path, err := lookPath(bin)
+		if err != nil {
+			return measurement{}, fmt.Errorf("iperf3: %w", err)
+		}
+		bin = path
+	}
+	proc := &process{argv: append([]string{bin}, p.Args(run)...), cancel: syscall.SIGINT, waitDelay: 3 * time.Second,
+		stdout: &stdout, stderr: &stderr}
+	runErr := proc.run(ctx)
 	if ctx.Err() != nil {
 		return measurement{}, fmt.Errorf("iperf3: %w", ctx.Err())
 	}
@@ -309,16 +313,13 @@ func (c *loadCommand) Run(ctx context.Context, run int) (measurement, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, to)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, sh, "-c", c.Line)
-	cmd.Env = append(os.Environ(), "PS_TUNE_TARGET="+c.Target, "PS_TUNE_RUN="+strconv.Itoa(run))
+	var stdout, stderr bytes.Buffer
 	// The command runs in its own process group, so that cancelling ends
 	// whatever it started too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 3 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	proc := &process{argv: []string{sh, "-c", c.Line},
+		env:   append(os.Environ(), "PS_TUNE_TARGET="+c.Target, "PS_TUNE_RUN="+strconv.Itoa(run)),
+		group: true, cancel: syscall.SIGKILL, waitDelay: 3 * time.Second, stdout: &stdout, stderr: &stderr}
+	if err := proc.run(ctx); err != nil {
 		if ctx.Err() != nil {
 			return measurement{}, fmt.Errorf("load command: %w", ctx.Err())
 		}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -193,7 +192,7 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 		load = &loadCommand{Line: o.LoadCmd, Target: ip.String(), Expect: o.LoadTime}
 		fmt.Fprintf(stderr, "tune: the --load command gets PS_TUNE_TARGET=%s; where it sends traffic is up to it\n", ip)
 	} else {
-		bin, err := exec.LookPath(o.Iperf3)
+		bin, err := lookPath(o.Iperf3)
 		if err != nil {
 			return fmt.Errorf("iperf3 is needed for the built-in load (or give --load): %w", err)
 		}
