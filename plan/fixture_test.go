@@ -246,7 +246,7 @@ func presetCases() map[string]presetCase {
 		want[ModeAuto], want[ModeCustom] = auto, auto
 		return presetCase{policy: pol, want: want, hints: map[Mode][]string{ModeAuto: autoHints, ModeCustom: autoHints}}
 	}
-	return map[string]presetCase{
+	cases := map[string]presetCase{
 		// The bcm53xx commit's best rows.
 		"bcm53xx":    mk(bcmOff, bcmLegacy, bcmAll, lines(rx("br-lan", 1, is("2")), rx("eth0", 1, is("0"))), "bcm53xx"),
 		"bcm53xx-sw": mk(bcmOff, bcmLegacy, bcmAll, rx("eth0", 1, is("2")), "bcm53xx-sw-offload"),
@@ -270,6 +270,10 @@ func presetCases() map[string]presetCase {
 		"server-48":      mk(srvOff, srvLegacy, srvAll, srvAuto, PolicyRSSPerCPU),
 		"virtio-4q":      mk(vioOff, vioLegacy, vioAll, vioAuto, PolicyRSSPerCPU),
 	}
+	for name, c := range boardPresetCases() { // boards_fixture_test.go
+		cases[name] = c
+	}
+	return cases
 }
 
 func TestPresetPlans(t *testing.T) {

@@ -39,7 +39,7 @@ func TestHints(t *testing.T) {
 		}, ModeAuto, 0, []string{HintConfigError}},
 		{"unknown board", func(m *machine) {
 			m.offload("1", "0")
-			m.s.Identity = platform.Identity{Target: "mediatek/filogic"}
+			m.s.Identity = platform.Identity{Target: "sunxi/cortexa53"}
 			m.s.Devices[0].RxQueues = m.s.Devices[0].RxQueues[:1]
 		}, ModeAuto, 0, []string{HintNoEvidence}},
 	}

@@ -105,6 +105,7 @@ func NewPlan(s *platform.Snapshot, req PlanRequest) (*Plan, error) {
 			applyOverrides(b, s, flows)
 		}
 	}
+	dropRefusedIRQs(b, s) // rule_irqfixed.go
 	addSockFlowSysctl(b, s)
 	var ev string
 	p.Writers, ev = handleWriters(b, s, mode)

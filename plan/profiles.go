@@ -73,6 +73,9 @@ type Profile struct {
 	RPS      []FixedRPS
 	Evidence string
 	Hints    []ProfileHint
+	// Rules runs auto's board rules (rule_board.go) after the choice;
+	// ChoiceBoard always does.
+	Rules bool
 }
 
 // Evidence texts, with their references.
@@ -109,7 +112,7 @@ func with(m Match, cpus []int, offload ...string) Match {
 // row with its evidence. Each row has a section in docs/platforms.md with
 // its public source.
 func Profiles() []Profile {
-	return []Profile{
+	return append([]Profile{
 		{
 			Name:     "single-cpu",
 			Match:    Match{MaxCPUs: 1},
@@ -199,7 +202,7 @@ func Profiles() []Profile {
 			Choice:   ChoiceOff,
 			Evidence: evMochabin,
 		},
-	}
+	}, boardProfiles()...) // profiles_boards.go
 }
 
 // matches reports whether the profile applies to the machine.
@@ -280,18 +283,20 @@ func planAuto(b *builder, s *platform.Snapshot, flows int, extra map[string]bool
 	prof, ok := MatchProfile(s)
 	if !ok {
 		r := newStockRun(b, s, true)
+		weighCapacity(r, s) // rule_capacity.go
 		r.flows, r.rss, r.spread = flows, true, true
 		r.run(collectStockDevices(s, extra))
+		bev, bhints := boardRules(b, s, flows) // rule_board.go
 		if len(r.rssDevices) > 0 {
-			return planContext{policy: PolicyRSSPerCPU, evidence: evRSS + " Applied to: " + strings.Join(r.rssDevices, ", ") + "."}
+			return planContext{policy: PolicyRSSPerCPU, evidence: joinEvidence(evRSS+" Applied to: "+strings.Join(r.rssDevices, ", ")+".", bev), hints: bhints}
 		}
 		return planContext{
 			policy:   PolicyLegacy,
-			evidence: "No profile and no device with one rx queue per CPU: the stock rule (" + stockScript + "), multi-queue devices without funnelling.",
-			hints: []Hint{{
+			evidence: joinEvidence("No profile and no device with one rx queue per CPU: the stock rule ("+stockScript+"), multi-queue devices without funnelling.", bev),
+			hints: append([]Hint{{
 				ID:   HintNoEvidence,
 				Text: "No measurement covers this board (target " + orUnknown(s.Identity.Target) + ", board " + orUnknown(s.Identity.Board) + "): auto falls back to the stock rule. `packet-steering tune` can measure alternatives.",
-			}},
+			}}, bhints...),
 		}
 	}
 	ctx := planContext{policy: prof.Name, evidence: prof.Evidence}
@@ -308,12 +313,18 @@ func planAuto(b *builder, s *platform.Snapshot, flows int, extra map[string]bool
 		r.disable = prof.Choice == ChoiceOff
 		r.allCPUs = prof.Choice == ChoiceAll
 		r.run(collectStockDevices(s, extra))
-	case ChoiceRSSPerCPU:
+	case ChoiceRSSPerCPU, ChoiceBoard:
 		r := newStockRun(b, s, true)
+		weighCapacity(r, s) // rule_capacity.go
 		r.flows, r.rss, r.spread = flows, true, true
 		r.run(collectStockDevices(s, extra))
 	case ChoiceFixed:
 		applyFixed(b, s, prof.RPS, flows)
+	}
+	if prof.Rules || prof.Choice == ChoiceBoard || prof.Choice == ChoiceRSSPerCPU {
+		bev, bhints := boardRules(b, s, flows) // rule_board.go
+		ctx.evidence = joinEvidence(ctx.evidence, bev)
+		ctx.hints = append(ctx.hints, bhints...)
 	}
 	return ctx
 }

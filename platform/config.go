@@ -37,6 +37,7 @@ func (f *reader) readConfig(g *gaps) Config {
 			c.PacketSteering, c.PacketSteeringSet = s.Get("packet_steering")
 			c.SteeringFlows, _ = s.Get("steering_flows")
 		}
+		c.PPPoE = pppoeLinks(p)
 	}
 	if p := f.loadUCI("firewall", &c, g, true); p != nil {
 		if s := p.Section("@defaults[0]"); s != nil {

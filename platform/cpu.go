@@ -60,9 +60,13 @@ func (f *reader) readCPUs(g *gaps) []CPU {
 				g.add(dir+"/topology/physical_package_id", terr)
 			}
 		}
+		if c.Online {
+			f.readCPUCapacity(&c, dir, g)
+		}
 		cpus = append(cpus, c)
 	}
 	fillSiblings(cpus)
+	f.clusterSiblings(cpus, g) // boards.go
 	return cpus
 }
 

@@ -183,6 +183,7 @@ func (f *reader) readIRQs(g *gaps) []IRQ {
 	if irqs == nil {
 		irqs = []IRQ{}
 	}
+	f.markRefused(irqs, g)
 	if f.scope != nil {
 		return irqs // affinities once the IRQs' devices are known
 	}

@@ -267,7 +267,7 @@ func (f *reader) readProcesses(ctx context.Context, g *gaps) ([]NAPIThread, []st
 		// A name that is neither napi/... nor of interest is skipped before
 		// the rest of the line is parsed.
 		comm := statComm(b)
-		isNAPI := bytes.HasPrefix(comm, []byte(napiPrefix))
+		isNAPI := bytes.HasPrefix(comm, []byte(napiPrefix)) || isTxWorker(comm)
 		if !isNAPI && !processOfInterest(string(comm)) {
 			continue
 		}
@@ -288,7 +288,7 @@ func (f *reader) readProcesses(ctx context.Context, g *gaps) ([]NAPIThread, []st
 		}
 		name := string(st.comm)
 		owner, id, _ := parseNAPIName(name)
-		t := NAPIThread{PID: pid, Name: name, Owner: owner, NAPIID: id}
+		t := NAPIThread{PID: pid, Name: name, Owner: owner, NAPIID: id, CPUTicks: statTicks(b)}
 		// In a scoped read, CPUs are read once the thread's device is
 		// known (read).
 		if f.scope == nil {

@@ -183,6 +183,8 @@ func (f *reader) readDevice(name string, g *gaps, shape bool) (Device, bool) {
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			g.add(dir+"/device/driver", err)
 		}
+	} else if !hasBridge && !hasPhy && len(d.Lowers) == 0 && f.isPPPType(dev) {
+		d.Kind = KindPPP // boards.go
 	}
 	if hasBridge {
 		d.Kind = KindBridge

@@ -244,8 +244,12 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 	if work != nil {
 		s.Devices = work.finish(&devGaps)
 	}
+	s.NAPIThreads, s.Workers = splitWorkers(s.NAPIThreads)
 	tieThreads(s.NAPIThreads, s.Devices)
 	tieIRQs(s.IRQs, s.Devices)
+	tieDashQueues(s.IRQs, s.Devices)
+	tieCarriers(s.Devices, s.Config.PPPoE)
+	f.readEffective(s, &irqGaps) // boards.go
 	if scope != nil {
 		// What readProcesses and readIRQs left out: the device's own.
 		threads := s.NAPIThreads[:0]

@@ -124,7 +124,8 @@ func presetWants() map[string]presetWant {
 		irqs:  map[string]string{"edma_rxdesc_0": "eth0/0", "edma_rxdesc_3": "eth0/3", "edma_txcmpl_0": "eth0/0", "ce0": ""},
 		board: "netgear,rax120v1", target: "qualcommax/ipq807x", steering: "1",
 	}
-	return map[string]presetWant{
+	boards := boardPresetWants() // boards_test.go
+	wants := map[string]presetWant{
 		"bcm53xx": bcm, "bcm53xx-sw": bcmSW, "bcm53xx-hw": bcmHW, "bcm47081": b47,
 		"bcm4908": {
 			cpus: 4, kinds: b4908Kinds, drivers: b4908Drv, rx: map[string]int{"eth0": 1},
@@ -180,6 +181,10 @@ func presetWants() map[string]presetWant {
 			board: "supermicro-super-server", target: "x86/64",
 		},
 	}
+	for name, w := range boards {
+		wants[name] = w
+	}
+	return wants
 }
 
 func TestPresetsDetectedStructure(t *testing.T) {

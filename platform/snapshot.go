@@ -15,6 +15,9 @@ const (
 	KindDSAConduit = "dsa-conduit" // a netdev with dsa/tagging (the CPU port's netdev)
 	KindDSAUser    = "dsa-user"    // a DSA user port: lower_ link to a conduit
 	KindVirtual    = "virtual"     // anything else: veth, vlan, tunnels, loopback...
+	// KindPPP is a ppp netdev (sysfs type 512, ARPHRD_PPP), e.g. netifd's
+	// pppoe-wan: no bus device, one rx queue reached through netif_rx.
+	KindPPP = "ppp"
 )
 
 // Snapshot is every input of a steering decision, read at one moment.
@@ -45,6 +48,9 @@ type Snapshot struct {
 	Identity Identity `json:"identity"`
 	// Config is the user's configuration as read from UCI.
 	Config Config `json:"config"`
+	// Workers are driver tx worker kernel threads that are no NAPI thread
+	// (mt76's "mt76-tx phyN"), ordered by PID (boards.go).
+	Workers []NAPIThread `json:"workers,omitempty"`
 	// Gaps lists what could not be read; empty on a fully visible machine.
 	Gaps []Gap `json:"gaps,omitempty"`
 }
@@ -57,6 +63,12 @@ type CPU struct {
 	Online  bool `json:"online"`
 	// Siblings are the other CPUs on the same core and package (SMT threads).
 	Siblings []int `json:"siblings,omitempty"`
+	// Capacity is cpu_capacity (the scheduler's relative capacity, 1024 for
+	// the biggest core) and MaxFreqKHz cpufreq/cpuinfo_max_freq, read only
+	// where cpu_capacity is absent; 0 when the kernel does not show them
+	// (boards.go).
+	Capacity   int `json:"capacity,omitempty"`
+	MaxFreqKHz int `json:"max_freq_khz,omitempty"`
 }
 
 // Device is one netdev.
@@ -79,6 +91,9 @@ type Device struct {
 	BridgePorts []string `json:"bridge_ports,omitempty"`
 	// Master is the bridge this device is a port of, if any.
 	Master string `json:"master,omitempty"`
+	// Carrier is, for a ppp device, the netdev its PPPoE session runs over
+	// (netifd's `proto pppoe` interface `device`), else "" (boards.go).
+	Carrier string `json:"carrier,omitempty"`
 	// DSATagging is dsa/tagging of a DSA conduit.
 	DSATagging string `json:"dsa_tagging,omitempty"`
 	OperState  string `json:"operstate,omitempty"`
@@ -123,6 +138,9 @@ type NAPIThread struct {
 	Direction string `json:"direction,omitempty"`
 	// CPUs is the live affinity as a cpu list (Cpus_allowed_list), e.g. "0-3".
 	CPUs string `json:"cpus"`
+	// CPUTicks is the CPU time the thread has used (stat's utime + stime,
+	// clock ticks): how much work it carries (boards.go).
+	CPUTicks uint64 `json:"cpu_ticks,omitempty"`
 }
 
 // Directions of NAPI threads and per-queue IRQs.
@@ -149,6 +167,14 @@ type IRQ struct {
 	Device    string `json:"device,omitempty"`
 	Queue     int    `json:"queue"`
 	Direction string `json:"direction,omitempty"`
+	// Effective is effective_affinity_list, the CPUs the IRQ really
+	// arrives on; read for refused IRQs and those tied to a netdev without
+	// NAPI threads ("" when unreadable or not read).
+	Effective string `json:"effective,omitempty"`
+	// Refused is the kernel's error from an earlier apply's write of
+	// smp_affinity that it refused (EINVAL, EIO: the irq chip cannot
+	// move it), as recorded in RefusedIRQsFile; "" for a movable IRQ.
+	Refused string `json:"refused,omitempty"`
 }
 
 // SoftnetStat is one row of /proc/net/softnet_stat.
@@ -181,6 +207,9 @@ type Config struct {
 	// firewall.@defaults[0].flow_offloading and flow_offloading_hw.
 	FlowOffloading   string `json:"flow_offloading,omitempty"`
 	FlowOffloadingHW string `json:"flow_offloading_hw,omitempty"`
+	// PPPoE lists netifd's `proto pppoe` interfaces with the device each
+	// runs over (etc/config/network), in file order (boards.go).
+	PPPoE []PPPoELink `json:"pppoe,omitempty"`
 	// Steering is /etc/config/packet_steering; nil when the file is absent.
 	Steering *SteeringConfig `json:"steering,omitempty"`
 	// Errors lists config files that exist but do not parse.

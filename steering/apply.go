@@ -75,6 +75,9 @@ func newKnobIndex(snap *platform.Snapshot) *knobIndex {
 	for _, t := range snap.NAPIThreads {
 		x.threads[t.PID] = t.Name
 	}
+	for _, t := range snap.Workers {
+		x.threads[t.PID] = t.Name
+	}
 	for _, q := range snap.IRQs {
 		x.irqs[q.Number] = true
 	}
@@ -279,6 +282,10 @@ func applyUnit(w Writer, x *knobIndex, unit string, acts []plan.Action, dryRun, 
 		if err := writeKnob(w, k, a.Value); err != nil {
 			if vanished(err) {
 				res.Skipped = append(res.Skipped, Skip{Action: a, Reason: "vanished: " + err.Error()})
+				continue
+			}
+			if refusedIRQ(a, err) { // irq_refused.go: a fact, not a failure
+				res.Refused = append(res.Refused, Failure{Action: a, Error: err.Error()})
 				continue
 			}
 			failUnit(w, unit, acts[i+1:], done, Failure{Action: a, Error: err.Error()}, res)

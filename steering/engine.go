@@ -36,6 +36,10 @@ type Result struct {
 	Unchanged int           `json:"unchanged"`
 	Failed    []Failure     `json:"failed"`
 	Skipped   []Skip        `json:"skipped,omitempty"`
+	// Refused are IRQ affinity writes the kernel refused (EINVAL, EIO):
+	// the IRQ cannot move, which is recorded (RecordRefusedIRQs) and
+	// planned around, not failed, rolled back or retried (irq_refused.go).
+	Refused []Failure `json:"refused,omitempty"`
 	// Devices names every device whose knobs changed, also through its
 	// NAPI threads or IRQs, in name order.
 	Devices    []string `json:"devices,omitempty"`
@@ -126,6 +130,9 @@ type DeviceQueues struct {
 	Kind   string        `json:"kind"`
 	Rx     []RxQueueView `json:"rx"`
 	Tx     []TxQueueView `json:"tx"`
+	// Threads are the threads of a wifi device's mt76 phy with what each
+	// does (rule_mt76.go); none for other devices.
+	Threads []plan.PhyThread `json:"threads,omitempty"`
 }
 
 // RxQueueView is one rx queue with its rx NAPI thread and IRQ, live and
@@ -156,6 +163,9 @@ type IRQView struct {
 	Name     string `json:"name"`
 	CPUs     string `json:"cpus"`
 	WantCPUs string `json:"want_cpus"`
+	// Fixed is the kernel's error when it refused to move this IRQ
+	// (irq_refused.go); it stays on CPUs.
+	Fixed string `json:"fixed,omitempty"`
 }
 
 // TxQueueView is one tx queue's live and wanted XPS mask, with the NAPI
@@ -545,6 +555,10 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 	// current values are the live ones, so knobs are not read again.
 	res := applyPlan(ctx, e.writer, snap, actions, req.DryRun, true, before)
 	res.Mode = p.Mode
+	if !req.DryRun && len(res.Refused) > 0 {
+		// Advisory, like the state file: the next plan leaves them alone.
+		_ = RecordRefusedIRQs(e.root, res.Refused)
+	}
 	if !req.DryRun {
 		// The adaptive state follows the mode: kept (and the loop's
 		// options resolved) in adaptive, forgotten in any other.

@@ -74,7 +74,7 @@ func QueueViews(snap *platform.Snapshot, p *plan.Plan, device string) []DeviceQu
 			return nil
 		}
 		return &IRQView{IRQ: q.Number, Name: q.Name, CPUs: maskToList(q.SMPAffinity),
-			WantCPUs: maskToList(want[knobID(plan.Action{Kind: plan.KindIRQAffinity, IRQ: q.Number})])}
+			WantCPUs: maskToList(want[knobID(plan.Action{Kind: plan.KindIRQAffinity, IRQ: q.Number})]), Fixed: q.Refused}
 	}
 	pair := plan.PairQueues(snap)
 	out := []DeviceQueues{}
@@ -102,6 +102,11 @@ func QueueViews(snap *platform.Snapshot, p *plan.Plan, device string) []DeviceQu
 				WantXPSCPUs: want[knobID(plan.Action{Kind: plan.KindXPSCPUs, Device: d.Name, Queue: q.Name})],
 				NAPI:        napiView(dp.Tx[j].Thread),
 				IRQ:         irqView(dp.Tx[j].IRQ),
+			})
+		}
+		if d.Phy != "" {
+			dq.Threads = plan.PhyThreads(snap, d.Name, func(pid int) string { // plan/rule_mt76.go
+				return want[knobID(plan.Action{Kind: plan.KindNAPIAffinity, PID: pid})]
 			})
 		}
 		out = append(out, dq)

@@ -512,6 +512,9 @@ func LogApply(log Logger, reason string, res *steering.Result) {
 	for _, f := range res.Failed {
 		log.Error("write failed", "kind", f.Action.Kind, "target", target(f.Action), "value", f.Action.Value, "err", f.Error)
 	}
+	for _, f := range res.Refused {
+		log.Info("irq affinity refused by the kernel; recorded, not retried", "target", target(f.Action), "value", f.Action.Value, "err", f.Error)
+	}
 }
 
 // target names the knob an action writes, for the log.

@@ -78,7 +78,7 @@ func printResult(w io.Writer, res *steering.Result, dryRun bool) error {
 		res.Mode, len(res.Changed), verb, res.Unchanged, len(res.Failed), len(res.Skipped), res.DurationUS); err != nil {
 		return err
 	}
-	if len(res.Changed)+len(res.Failed)+len(res.Skipped) == 0 {
+	if len(res.Changed)+len(res.Failed)+len(res.Skipped)+len(res.Refused) == 0 {
 		return nil
 	}
 	tw := table.New(w, 0)
@@ -90,6 +90,9 @@ func printResult(w io.Writer, res *steering.Result, dryRun bool) error {
 	}
 	for _, s := range res.Skipped {
 		fmt.Fprintf(tw, "  skipped\t%s\t%s\t%s\n", s.Action.Kind, actionTarget(s.Action), s.Reason)
+	}
+	for _, f := range res.Refused {
+		fmt.Fprintf(tw, "  refused\t%s\t%s\t%s (the IRQ cannot move: recorded, not retried)\n", f.Action.Kind, actionTarget(f.Action), f.Error)
 	}
 	return tw.Flush()
 }

@@ -110,6 +110,7 @@ func printQueues(w io.Writer, machine string, devs []steering.DeviceQueues) erro
 			}
 			i = j + 1
 		}
+		printPhyThreads(tw, d.Threads) // queues_boards.go
 	}
 	return tw.Flush()
 }
@@ -125,6 +126,9 @@ func servedBy(n *steering.NAPIView, q *steering.IRQView) (napi, napiCPUs, irq, i
 	if q != nil {
 		irq = fmt.Sprintf("%d %s", q.IRQ, q.Name)
 		irqCPUs = wantList(q.CPUs, q.WantCPUs)
+		if q.Fixed != "" {
+			irqCPUs += " (fixed)"
+		}
 	}
 	return napi, napiCPUs, irq, irqCPUs
 }
