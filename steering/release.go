@@ -87,9 +87,9 @@ func (e *Engine) Release(ctx context.Context, dryRun bool) (*Result, error) {
 	// back to 0) is in no plan of the settings now; it was packet-steering's
 	// all the same, and goes back to 0 too (found on OpenWrt 23.05: after
 	// flows 128 and then 0, removal left rps_sock_flow_entries at 512).
-	if k := string(KindSysctl) + " " + SysctlRPSSockFlowEntries; !seen[k] && snap.RPSSockFlowEntries > 0 {
-		actions = append(actions, Action{
-			Kind: KindSysctl, Key: SysctlRPSSockFlowEntries, Value: "0",
+	if k := string(plan.KindSysctl) + " " + plan.SysctlRPSSockFlowEntries; !seen[k] && snap.RPSSockFlowEntries > 0 {
+		actions = append(actions, plan.Action{
+			Kind: plan.KindSysctl, Key: plan.SysctlRPSSockFlowEntries, Value: "0",
 			Current: strconv.Itoa(snap.RPSSockFlowEntries),
 		})
 	}
