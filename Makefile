@@ -62,7 +62,7 @@ check:
 
 # Everything: Go unit, kernel (netns) and fuzz-smoke tests, shell scripts,
 # and the browser test. Installs missing Debian/npm packages first.
-test: deps vet test-go test-go123 test-cross test-race test-fuzz test-shell test-browser size test-vm
+test: deps vet test-go test-go123 test-cross test-race test-fuzz test-shell test-browser size test-vm test-packages test-monitoring test-openwrt
 
 test-go:
 	$(GO) test -count=1 -timeout 20m ./...
