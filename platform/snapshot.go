@@ -47,6 +47,9 @@ type Snapshot struct {
 	Config Config `json:"config"`
 	// Gaps lists what could not be read; empty on a fully visible machine.
 	Gaps []Gap `json:"gaps,omitempty"`
+	// Netlink is what the kernel's netdev netlink family said (netlink.go);
+	// nil when it was not asked (a fixture root, an older snapshot file).
+	Netlink *NetlinkInfo `json:"netlink,omitempty"`
 }
 
 // CPU is one logical CPU.
@@ -96,6 +99,12 @@ type RxQueue struct {
 	Name       string `json:"name"` // "rx-N"
 	RPSCPUs    string `json:"rps_cpus"`
 	RPSFlowCnt int    `json:"rps_flow_cnt"`
+	// NAPIID is the NAPI instance serving the queue as netlink queue-get
+	// states it; 0 when the kernel or the driver does not say.
+	NAPIID int `json:"napi_id,omitempty"`
+	// Stats are the queue's qstats-get counters by spec name
+	// ("rx-packets", "rx-bytes", "rx-hw-drops"...); nil when not reported.
+	Stats map[string]uint64 `json:"stats,omitempty"`
 }
 
 // TxQueue is queues/tx-N of a device.
@@ -104,6 +113,9 @@ type TxQueue struct {
 	Name    string `json:"name"` // "tx-N"
 	XPSCPUs string `json:"xps_cpus"`
 	XPSRxQs string `json:"xps_rxqs,omitempty"`
+	// NAPIID and Stats are as for RxQueue.
+	NAPIID int               `json:"napi_id,omitempty"`
+	Stats  map[string]uint64 `json:"stats,omitempty"`
 }
 
 // NAPIThread is a threaded-NAPI kernel thread (PF_KTHREAD set).
@@ -149,6 +161,10 @@ type IRQ struct {
 	Device    string `json:"device,omitempty"`
 	Queue     int    `json:"queue"`
 	Direction string `json:"direction,omitempty"`
+	// QueueSource is SourceNetlink when netlink napi-get tied the IRQ to
+	// its NAPI (and so Device, Queue and Direction are the kernel's); ""
+	// when they come from the IRQ's name.
+	QueueSource string `json:"queue_source,omitempty"`
 }
 
 // SoftnetStat is one row of /proc/net/softnet_stat.

@@ -166,6 +166,9 @@ type NAPIView struct {
 	Thread   string `json:"thread"`
 	CPUs     string `json:"cpus"`
 	WantCPUs string `json:"want_cpus"`
+	// Source says how the thread is known to serve the queue: "netlink"
+	// or the inference rule's name (platform.Source*).
+	Source string `json:"source,omitempty"`
 }
 
 // IRQView is an IRQ's live and wanted CPUs (cpu lists).
@@ -174,6 +177,8 @@ type IRQView struct {
 	Name     string `json:"name"`
 	CPUs     string `json:"cpus"`
 	WantCPUs string `json:"want_cpus"`
+	// Source is as for NAPIView.
+	Source string `json:"source,omitempty"`
 }
 
 // TxQueueView is one tx queue's live and wanted XPS mask, with the NAPI

@@ -89,8 +89,8 @@ func QueueViews(snap *platform.Snapshot, p *Plan, device string) []DeviceQueues 
 				RPSCPUs:     q.RPSCPUs,
 				WantRPSCPUs: want[knobID(Action{Kind: KindRPSCPUs, Device: d.Name, Queue: q.Name})],
 				RPSFlowCnt:  q.RPSFlowCnt,
-				NAPI:        napiView(dp.Rx[j].Thread),
-				IRQ:         irqView(dp.Rx[j].IRQ),
+				NAPI:        withSource(napiView(dp.Rx[j].Thread), dp.Rx[j].ThreadSource),
+				IRQ:         withIRQSource(irqView(dp.Rx[j].IRQ), dp.Rx[j].IRQSource),
 			})
 		}
 		for j, q := range d.TxQueues {
@@ -98,8 +98,8 @@ func QueueViews(snap *platform.Snapshot, p *Plan, device string) []DeviceQueues 
 				Queue:       q.Name,
 				XPSCPUs:     q.XPSCPUs,
 				WantXPSCPUs: want[knobID(Action{Kind: KindXPSCPUs, Device: d.Name, Queue: q.Name})],
-				NAPI:        napiView(dp.Tx[j].Thread),
-				IRQ:         irqView(dp.Tx[j].IRQ),
+				NAPI:        withSource(napiView(dp.Tx[j].Thread), dp.Tx[j].ThreadSource),
+				IRQ:         withIRQSource(irqView(dp.Tx[j].IRQ), dp.Tx[j].IRQSource),
 			})
 		}
 		out = append(out, dq)
@@ -132,4 +132,20 @@ func maskToList(mask string) string {
 		return mask
 	}
 	return s.List()
+}
+
+// withSource sets a NAPI view's pairing source.
+func withSource(v *NAPIView, source string) *NAPIView {
+	if v != nil {
+		v.Source = source
+	}
+	return v
+}
+
+// withIRQSource sets an IRQ view's pairing source.
+func withIRQSource(v *IRQView, source string) *IRQView {
+	if v != nil {
+		v.Source = source
+	}
+	return v
 }

@@ -1,0 +1,62 @@
+package steering
+
+import "github.com/packet-steering/packet-steering/platform"
+
+// pairNetlink lets the kernel's own map win over the inference of
+// pairDevice (platform/netlink.go): a queue whose NAPI id netlink
+// queue-get stated is served by the device's thread of that NAPI id; an
+// IRQ that napi-get tied to its NAPI is marked so. Queues netlink says
+// nothing about keep the inferred pairing. RxThreads is reordered into
+// the queue order netlink gives (threads serving no queue after them).
+func pairNetlink(d *platform.Device, dp *DevicePairing) {
+	for _, qs := range [][]QueuePair{dp.Rx, dp.Tx} {
+		for i := range qs {
+			if q := qs[i].IRQ; q != nil && qs[i].IRQSource == "" {
+				qs[i].IRQSource = platform.SourceIRQName
+				if q.QueueSource == platform.SourceNetlink {
+					qs[i].IRQSource = platform.SourceNetlink
+				}
+			}
+		}
+	}
+	if !d.HasNetlink() {
+		return
+	}
+	byID := map[int]*platform.NAPIThread{}
+	for _, ts := range [][]*platform.NAPIThread{dp.RxThreads, dp.TxThreads} {
+		for _, t := range ts {
+			if t.NAPIID > 0 {
+				byID[t.NAPIID] = t
+			}
+		}
+	}
+	changed := false
+	for i, q := range d.RxQueues {
+		if t := byID[q.NAPIID]; q.NAPIID > 0 && t != nil && i < len(dp.Rx) {
+			changed = changed || dp.Rx[i].Thread != t
+			dp.Rx[i].Thread, dp.Rx[i].ThreadSource = t, platform.SourceNetlink
+		}
+	}
+	for i, q := range d.TxQueues {
+		if t := byID[q.NAPIID]; q.NAPIID > 0 && t != nil && i < len(dp.Tx) {
+			dp.Tx[i].Thread, dp.Tx[i].ThreadSource = t, platform.SourceNetlink
+		}
+	}
+	if !changed {
+		return
+	}
+	ordered := make([]*platform.NAPIThread, 0, len(dp.RxThreads))
+	seen := map[*platform.NAPIThread]bool{}
+	for _, p := range dp.Rx {
+		if p.Thread != nil && !seen[p.Thread] && !p.Thread.IsTX() {
+			seen[p.Thread] = true
+			ordered = append(ordered, p.Thread)
+		}
+	}
+	for _, t := range dp.RxThreads {
+		if !seen[t] {
+			ordered = append(ordered, t)
+		}
+	}
+	dp.RxThreads = ordered
+}
