@@ -6,7 +6,8 @@ import "github.com/packet-steering/packet-steering/platform"
 // pairDevice (platform/netlink.go): a queue whose NAPI id netlink
 // queue-get stated is served by the device's thread of that NAPI id; an
 // IRQ that napi-get tied to its NAPI is marked so. Queues netlink says
-// nothing about keep the inferred pairing. RxThreads is reordered into
+// nothing about keep the inferred pairing, with the threads netlink did
+// not give another queue. RxThreads is reordered into
 // the queue order netlink gives (threads serving no queue after them).
 func pairNetlink(d *platform.Device, dp *DevicePairing) {
 	for _, qs := range [][]QueuePair{dp.Rx, dp.Tx} {
@@ -31,10 +32,32 @@ func pairNetlink(d *platform.Device, dp *DevicePairing) {
 		}
 	}
 	changed := false
+	claimed := map[*platform.NAPIThread]bool{}
 	for i, q := range d.RxQueues {
 		if t := byID[q.NAPIID]; q.NAPIID > 0 && t != nil && i < len(dp.Rx) {
 			changed = changed || dp.Rx[i].Thread != t
 			dp.Rx[i].Thread, dp.Rx[i].ThreadSource = t, platform.SourceNetlink
+			claimed[t] = true
+		}
+	}
+	if changed {
+		// The rx queues netlink says nothing about take the threads it
+		// did not claim, still in NAPI id order.
+		var rest []*platform.NAPIThread
+		for _, t := range dp.RxThreads {
+			if !claimed[t] {
+				rest = append(rest, t)
+			}
+		}
+		for i := range dp.Rx {
+			if dp.Rx[i].ThreadSource == platform.SourceNetlink {
+				continue
+			}
+			dp.Rx[i].Thread, dp.Rx[i].ThreadSource = nil, ""
+			if len(rest) > 0 {
+				dp.Rx[i].Thread, dp.Rx[i].ThreadSource = rest[0], platform.SourceNAPIOrder
+				rest = rest[1:]
+			}
 		}
 	}
 	for i, q := range d.TxQueues {

@@ -1,0 +1,245 @@
+package platform
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/packet-steering/packet-steering/internal/genetlink"
+	"github.com/packet-steering/packet-steering/internal/netnstest"
+	"github.com/packet-steering/packet-steering/internal/testenv"
+)
+
+// TestNetlinkKernelVeth asks the running kernel's netdev netlink family
+// inside a fresh network namespace holding a 4-queue veth pair with
+// threaded NAPI (GRO on, which veth needs for NAPI at all) and a second
+// pair with GRO on but not threaded, and checks what it reports against
+// sysfs and procfs:
+//
+//   - queue-get lists exactly the queues under sys/class/net/DEV/queues;
+//   - napi-get lists one NAPI per rx queue of each device with GRO, with
+//     a PID exactly on the threaded ones, and those PIDs are the
+//     napi/DEV-<id> kthreads of /proc with the same NAPI id in the name;
+//   - platform.Read, which combines both, records netlink as "ok" with no
+//     disagreement, ties every thread to its device as rx, and every NAPI
+//     to its device;
+//   - a queue's NAPI id, when the driver states one, is a NAPI of the
+//     device (veth on 6.18 states none: it does not call
+//     netif_queue_set_napi, so its map stays inferred).
+//
+// A kernel before 6.8 has no queue-get: the test then checks that the
+// snapshot says so and the inference stands.
+func TestNetlinkKernelVeth(t *testing.T) {
+	if netnstest.IsChild(t) {
+		netlinkKernelChild(t)
+		return
+	}
+	testenv.Short(t, "kernel test")
+	ns := netnstest.New(t, "nl")
+	id := os.Getpid() % 100000
+	a, b := fmt.Sprintf("nl%da", id), fmt.Sprintf("nl%db", id)
+	c, d := fmt.Sprintf("nl%dc", id), fmt.Sprintf("nl%dd", id)
+	ns.AddVeth(t, netnstest.Veth{Name: a, Peer: b, Queues: 4, Threaded: true})
+	ns.AddVeth(t, netnstest.Veth{Name: c, Peer: d, Queues: 2})
+	ns.MustExec(t, "ethtool", "-K", c, "gro", "on")
+	for _, dev := range []string{a, b} {
+		if pids, err := netnstest.NAPIThreads(dev, 4); err != nil || len(pids) != 4 {
+			t.Fatalf("NAPI threads of %s: %v %v", dev, pids, err)
+		}
+	}
+	out := ns.RunChild(t, map[string]string{"NL_THREADED": a + "," + b, "NL_GRO": c, "NL_PLAIN": d})
+	t.Logf("child:\n%s", out)
+}
+
+func netlinkKernelChild(t *testing.T) {
+	threaded := strings.Split(os.Getenv("NL_THREADED"), ",")
+	gro, plain := os.Getenv("NL_GRO"), os.Getenv("NL_PLAIN")
+	if len(threaded) != 2 || gro == "" || plain == "" {
+		t.Fatal("NL_* not set")
+	}
+	ctx := context.Background()
+	s, err := Read(ctx, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Netlink == nil {
+		t.Fatal("Read of / did not ask netlink")
+	}
+	t.Logf("netlink: %s, ops %v", s.Netlink, s.Netlink.Ops)
+	for _, g := range s.Gaps {
+		if strings.HasPrefix(g.Path, netlinkPath) {
+			t.Errorf("netlink gap: %s: %s", g.Path, g.Error)
+		}
+	}
+	if s.Netlink.Status != "ok" {
+		if !strings.HasPrefix(s.Netlink.Status, "unavailable: ") {
+			t.Fatalf("status %q", s.Netlink.Status)
+		}
+		testenv.Skipf(t, "kernel without the netlink map: %s", s.Netlink.Status)
+	}
+	for _, dis := range s.Netlink.Disagreements {
+		t.Errorf("netlink disagrees with the inference: %s", dis)
+	}
+
+	conn, err := genetlink.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	nd, err := genetlink.OpenNetdev(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range append(append([]string{}, threaded...), gro, plain) {
+		dev := devByName(s, name)
+		if dev == nil {
+			t.Fatalf("no device %s in the snapshot", name)
+		}
+		if dev.Ifindex <= 0 {
+			t.Fatalf("%s: ifindex %d", name, dev.Ifindex)
+		}
+		queues, err := nd.Queues(ctx, uint32(dev.Ifindex))
+		if err != nil {
+			t.Fatalf("%s: queue-get: %v", name, err)
+		}
+		// queue-get against sysfs queues/.
+		var nl, fsq []string
+		for _, q := range queues {
+			nl = append(nl, q.Type+"-"+strconv.Itoa(int(q.ID)))
+		}
+		ents, err := os.ReadDir(filepath.Join("/sys/class/net", name, "queues"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			fsq = append(fsq, e.Name())
+		}
+		sort.Strings(nl)
+		sort.Strings(fsq)
+		if strings.Join(nl, " ") != strings.Join(fsq, " ") {
+			t.Errorf("%s: queue-get lists %v, sysfs %v", name, nl, fsq)
+		}
+		napis, err := nd.NAPIs(ctx, uint32(dev.Ifindex))
+		if err != nil {
+			t.Fatalf("%s: napi-get: %v", name, err)
+		}
+		ids := map[int]bool{}
+		for _, n := range napis {
+			ids[int(n.ID)] = true
+		}
+		for _, q := range append(append([]RxQueue{}, dev.RxQueues...), txAsRx(dev.TxQueues)...) {
+			if q.NAPIID != 0 && !ids[q.NAPIID] {
+				t.Errorf("%s %s: NAPI id %d is none of the device's NAPIs %v", name, q.Name, q.NAPIID, ids)
+			}
+		}
+		t.Logf("%s (ifindex %d, threaded file %v): %d queues from queue-get, %d with a NAPI id (netlink map: %v); napi-get: %s",
+			name, dev.Ifindex, dev.Threaded, len(queues), countNAPIIDs(queues), dev.HasNetlink(), describeNAPIs(napis))
+
+		isThreaded := name == threaded[0] || name == threaded[1]
+		wantNAPIs := len(dev.RxQueues)
+		if name == plain {
+			wantNAPIs = 0 // veth without GRO or XDP has no NAPI
+		}
+		if len(napis) != wantNAPIs {
+			t.Errorf("%s: %d NAPIs, want %d (one per rx queue with GRO on)", name, len(napis), wantNAPIs)
+		}
+		// PIDs against /proc: the napi/DEV-<id> kthreads.
+		procPIDs, err := netnstest.NAPIThreads(name, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var nlPIDs []int
+		for _, n := range napis {
+			if n.PID == 0 {
+				continue
+			}
+			nlPIDs = append(nlPIDs, n.PID)
+			comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", n.PID))
+			if err != nil {
+				t.Errorf("%s: NAPI %d: pid %d: %v", name, n.ID, n.PID, err)
+				continue
+			}
+			if got, want := strings.TrimSpace(string(comm)), fmt.Sprintf("napi/%s-%d", name, n.ID); got != want {
+				t.Errorf("%s: NAPI %d: pid %d is %q, want %q", name, n.ID, n.PID, got, want)
+			}
+			if n.Config.Threaded != nil && *n.Config.Threaded != 1 {
+				t.Errorf("%s: NAPI %d has a pid but threaded=%d", name, n.ID, *n.Config.Threaded)
+			}
+		}
+		sort.Ints(nlPIDs)
+		if fmt.Sprint(nlPIDs) != fmt.Sprint(procPIDs) {
+			t.Errorf("%s: napi-get pids %v, /proc napi threads %v", name, nlPIDs, procPIDs)
+		}
+		if isThreaded != (len(nlPIDs) > 0) {
+			t.Errorf("%s: threaded=%v but %d NAPIs with a pid", name, isThreaded, len(nlPIDs))
+		}
+		// The snapshot: each thread tied to the device as rx, each NAPI
+		// named by its device.
+		for _, pid := range procPIDs {
+			th := threadByPID(s, pid)
+			if th == nil {
+				t.Errorf("%s: thread %d not in the snapshot", name, pid)
+				continue
+			}
+			if th.Device != name || th.IsTX() {
+				t.Errorf("%s: thread %+v: want device %s, rx", name, *th, name)
+			}
+		}
+		for _, n := range napis {
+			sn := s.Netlink.NAPIByID(int(n.ID))
+			if sn == nil || sn.Device != name || sn.PID != n.PID {
+				t.Errorf("%s: NAPI %d in the snapshot: %+v", name, n.ID, sn)
+			}
+		}
+	}
+}
+
+func txAsRx(tx []TxQueue) []RxQueue {
+	out := make([]RxQueue, len(tx))
+	for i, q := range tx {
+		out[i] = RxQueue{Name: q.Name, NAPIID: q.NAPIID}
+	}
+	return out
+}
+
+func countNAPIIDs(qs []genetlink.Queue) int {
+	n := 0
+	for _, q := range qs {
+		if q.NAPIID != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func describeNAPIs(ns []genetlink.NAPI) string {
+	var parts []string
+	for _, n := range ns {
+		p := fmt.Sprintf("id %d irq %d pid %d", n.ID, n.IRQ, n.PID)
+		if c := n.Config; c.DeferHardIRQs != nil && c.GROFlushTimeout != nil {
+			p += fmt.Sprintf(" defer-hard-irqs %d gro-flush-timeout %d", *c.DeferHardIRQs, *c.GROFlushTimeout)
+		}
+		if c := n.Config; c.Threaded != nil {
+			p += fmt.Sprintf(" threaded %d", *c.Threaded)
+		}
+		parts = append(parts, p)
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
+}
+
+func threadByPID(s *Snapshot, pid int) *NAPIThread {
+	for i := range s.NAPIThreads {
+		if s.NAPIThreads[i].PID == pid {
+			return &s.NAPIThreads[i]
+		}
+	}
+	return nil
+}
