@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
@@ -109,8 +110,38 @@ func printQueues(w io.Writer, machine string, devs []steering.DeviceQueues) erro
 			}
 			i = j + 1
 		}
+		if src := pairingSources(d); src != "" {
+			fmt.Fprintf(tw, "  paired by: %s\n", src)
+		}
 	}
 	return tw.Flush()
+}
+
+// pairingSources lists how the device's queues are known to be served
+// ("netlink", or the inference rules' names), sorted; "" when no queue
+// is paired.
+func pairingSources(d steering.DeviceQueues) string {
+	seen := map[string]bool{}
+	add := func(n *steering.NAPIView, q *steering.IRQView) {
+		if n != nil && n.Source != "" {
+			seen[n.Source] = true
+		}
+		if q != nil && q.Source != "" {
+			seen[q.Source] = true
+		}
+	}
+	for _, q := range d.Rx {
+		add(q.NAPI, q.IRQ)
+	}
+	for _, q := range d.Tx {
+		add(q.NAPI, q.IRQ)
+	}
+	out := make([]string, 0, len(seen))
+	for s := range seen {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
 }
 
 // servedBy shows the thread and IRQ serving a queue, each with its live
