@@ -29,11 +29,13 @@ import (
 
 // Bounds on what one request may make the client read.
 const (
-	// RecvBufferSize is the receive buffer of one datagram. The kernel
-	// sizes dump datagrams by the reader's buffer, up to 32 KiB
-	// (net/netlink/af_netlink.c netlink_dump); a larger datagram is an
-	// error rather than a silent truncation.
-	RecvBufferSize = 64 << 10
+	// RecvBufferSize is the largest datagram the client reads. The kernel
+	// sizes dump datagrams by the largest buffer the reader offered, at
+	// most 32 KiB (net/netlink/af_netlink.c netlink_recvmsg,
+	// netlink_dump); a larger datagram is an error rather than a silent
+	// truncation. The buffer starts at initialRecvBuffer and grows to a
+	// datagram's size, which each read peeks first.
+	RecvBufferSize = 32 << 10
 	// MaxReplyBytes bounds the bytes of one request's reply.
 	MaxReplyBytes = 8 << 20
 	// MaxReplyMessages bounds the messages of one request's reply.
@@ -42,6 +44,10 @@ const (
 	// no deadline.
 	DefaultTimeout = 5 * time.Second
 )
+
+// initialRecvBuffer is the receive buffer a Conn starts with: a router's
+// replies fit, and the kernel then keeps dump datagrams this small.
+const initialRecvBuffer = 8 << 10
 
 // ErrDumpInterrupted is returned when the kernel flagged a dump
 // NLM_F_DUMP_INTR (the set changed while it was dumped) on every try.
@@ -82,7 +88,7 @@ func Dial() (*Conn, error) {
 	// Linux 4.12 and 4.3; older kernels reject them and send plain errors.
 	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_EXT_ACK, 1)
 	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_CAP_ACK, 1)
-	return &Conn{fd: fd, pid: nl.Pid, buf: make([]byte, RecvBufferSize)}, nil
+	return &Conn{fd: fd, pid: nl.Pid, buf: make([]byte, initialRecvBuffer)}, nil
 }
 
 // Close closes the socket.
@@ -236,6 +242,18 @@ func (c *Conn) recv(ctx context.Context) (int, error) {
 		}
 		if err != nil {
 			return 0, fmt.Errorf("poll: %w", err)
+		}
+		// Peek the datagram's length (MSG_TRUNC returns it whole), grow
+		// the buffer up to RecvBufferSize, then read it.
+		size, _, err := unix.Recvfrom(c.fd, c.buf[:1], unix.MSG_PEEK|unix.MSG_TRUNC|unix.MSG_DONTWAIT)
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("recvfrom: %w", err)
+		}
+		if size > len(c.buf) && size <= RecvBufferSize {
+			c.buf = make([]byte, size)
 		}
 		n, _, flags, from, err := unix.Recvmsg(c.fd, c.buf, nil, unix.MSG_DONTWAIT)
 		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
