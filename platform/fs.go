@@ -39,7 +39,7 @@ func NewFS(root string) (FS, error) {
 	}
 	f := FS{root: filepath.Clean(root)}
 	if f.root == "/" {
-		f.netlink = kernelNetlink
+		f.netlink = kernelNetlinkSource()
 	}
 	return f, nil
 }

@@ -1,3 +1,5 @@
+//go:build !router || tune
+
 package steering
 
 import "github.com/packet-steering/packet-steering/platform"
@@ -10,16 +12,7 @@ import "github.com/packet-steering/packet-steering/platform"
 // not give another queue. RxThreads is reordered into
 // the queue order netlink gives (threads serving no queue after them).
 func pairNetlink(d *platform.Device, dp *DevicePairing) {
-	for _, qs := range [][]QueuePair{dp.Rx, dp.Tx} {
-		for i := range qs {
-			if q := qs[i].IRQ; q != nil && qs[i].IRQSource == "" {
-				qs[i].IRQSource = platform.SourceIRQName
-				if q.QueueSource == platform.SourceNetlink {
-					qs[i].IRQSource = platform.SourceNetlink
-				}
-			}
-		}
-	}
+	irqSources(dp)
 	if !d.HasNetlink() {
 		return
 	}
@@ -82,4 +75,19 @@ func pairNetlink(d *platform.Device, dp *DevicePairing) {
 		}
 	}
 	dp.RxThreads = ordered
+}
+
+// irqSources names how each paired IRQ is known: netlink when napi-get
+// tied it (platform.IRQ.QueueSource), else its name.
+func irqSources(dp *DevicePairing) {
+	for _, qs := range [][]QueuePair{dp.Rx, dp.Tx} {
+		for i := range qs {
+			if q := qs[i].IRQ; q != nil && qs[i].IRQSource == "" {
+				qs[i].IRQSource = platform.SourceIRQName
+				if q.QueueSource == platform.SourceNetlink {
+					qs[i].IRQSource = platform.SourceNetlink
+				}
+			}
+		}
+	}
 }

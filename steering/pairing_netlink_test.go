@@ -1,3 +1,5 @@
+//go:build !router || tune
+
 package steering
 
 import (

@@ -29,13 +29,12 @@ import (
 
 // Bounds on what one request may make the client read.
 const (
-	// RecvBufferSize is the largest datagram the client reads. The kernel
-	// sizes dump datagrams by the largest buffer the reader offered, at
-	// most 32 KiB (net/netlink/af_netlink.c netlink_recvmsg,
-	// netlink_dump); a larger datagram is an error rather than a silent
-	// truncation. The buffer starts at initialRecvBuffer and grows to a
-	// datagram's size, which each read peeks first.
-	RecvBufferSize = 32 << 10
+	// RecvBufferSize is the receive buffer. The kernel sizes dump
+	// datagrams by the largest buffer the reader offered
+	// (net/netlink/af_netlink.c netlink_recvmsg, netlink_dump), and
+	// replies to requests fit NLMSG_GOODSIZE (8 KiB or less); a datagram
+	// cut short all the same fails its framing (ErrMalformed).
+	RecvBufferSize = 16 << 10
 	// MaxReplyBytes bounds the bytes of one request's reply.
 	MaxReplyBytes = 8 << 20
 	// MaxReplyMessages bounds the messages of one request's reply.
@@ -44,10 +43,6 @@ const (
 	// no deadline.
 	DefaultTimeout = 5 * time.Second
 )
-
-// initialRecvBuffer is the receive buffer a Conn starts with: a router's
-// replies fit, and the kernel then keeps dump datagrams this small.
-const initialRecvBuffer = 8 << 10
 
 // ErrDumpInterrupted is returned when the kernel flagged a dump
 // NLM_F_DUMP_INTR (the set changed while it was dumped) on every try.
@@ -58,37 +53,28 @@ var ErrDumpInterrupted = errors.New("genetlink: dump interrupted by a concurrent
 type Conn struct {
 	mu  sync.Mutex
 	fd  int
-	pid uint32 // the socket's port id, from getsockname
 	seq uint32
 	buf []byte
 }
 
 // Dial opens a generic netlink socket in the calling thread's network
-// namespace. Extended acks (NETLINK_EXT_ACK) and capped acks
-// (NETLINK_CAP_ACK) are asked for; a kernel without them still works.
+// namespace, connected to the kernel: the kernel then refuses to queue
+// messages from any other sender on it (net/netlink/af_netlink.c
+// netlink_getsockbyportid), so every reply is the kernel's. Extended acks
+// (NETLINK_EXT_ACK, Linux 4.12) and capped acks (NETLINK_CAP_ACK, 4.3)
+// are asked for; a kernel without them still works.
 func Dial() (*Conn, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)
 	if err != nil {
 		return nil, fmt.Errorf("genetlink: socket: %w", err)
 	}
-	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+	if err := unix.Connect(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("genetlink: bind: %w", err)
+		return nil, fmt.Errorf("genetlink: connect: %w", err)
 	}
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("genetlink: getsockname: %w", err)
-	}
-	nl, ok := sa.(*unix.SockaddrNetlink)
-	if !ok {
-		unix.Close(fd)
-		return nil, fmt.Errorf("genetlink: getsockname: %T, not a netlink address", sa)
-	}
-	// Linux 4.12 and 4.3; older kernels reject them and send plain errors.
 	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_EXT_ACK, 1)
 	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_CAP_ACK, 1)
-	return &Conn{fd: fd, pid: nl.Pid, buf: make([]byte, initialRecvBuffer)}, nil
+	return &Conn{fd: fd, buf: make([]byte, RecvBufferSize)}, nil
 }
 
 // Close closes the socket.
@@ -146,8 +132,9 @@ func (c *Conn) execute(ctx context.Context, req Request) ([]Message, error) {
 	} else {
 		flags |= unix.NLM_F_ACK
 	}
-	b := encodeRequest(req.Family, flags, seq, c.pid, req.Cmd, req.Version, req.Attrs)
-	if err := unix.Sendto(c.fd, b, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+	// Port id 0: the kernel fills in the socket's own.
+	b := encodeRequest(req.Family, flags, seq, 0, req.Cmd, req.Version, req.Attrs)
+	if _, err := unix.Write(c.fd, b); err != nil {
 		return nil, fmt.Errorf("genetlink: %s: send: %w", req.Op, err)
 	}
 	var out []Message
@@ -166,7 +153,7 @@ func (c *Conn) execute(ctx context.Context, req Request) ([]Message, error) {
 			return nil, fmt.Errorf("genetlink: %s: %w", req.Op, err)
 		}
 		for _, m := range raws {
-			if m.Seq != seq || m.Pid != c.pid {
+			if m.Seq != seq {
 				continue // a late answer to an earlier, abandoned request
 			}
 			if count++; count > MaxReplyMessages {
@@ -243,30 +230,12 @@ func (c *Conn) recv(ctx context.Context) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("poll: %w", err)
 		}
-		// Peek the datagram's length (MSG_TRUNC returns it whole), grow
-		// the buffer up to RecvBufferSize, then read it.
-		size, _, err := unix.Recvfrom(c.fd, c.buf[:1], unix.MSG_PEEK|unix.MSG_TRUNC|unix.MSG_DONTWAIT)
+		n, err = unix.Read(c.fd, c.buf)
 		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil {
-			return 0, fmt.Errorf("recvfrom: %w", err)
-		}
-		if size > len(c.buf) && size <= RecvBufferSize {
-			c.buf = make([]byte, size)
-		}
-		n, _, flags, from, err := unix.Recvmsg(c.fd, c.buf, nil, unix.MSG_DONTWAIT)
-		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return 0, fmt.Errorf("recvmsg: %w", err)
-		}
-		if flags&unix.MSG_TRUNC != 0 {
-			return 0, fmt.Errorf("datagram longer than %d bytes", len(c.buf))
-		}
-		if sa, ok := from.(*unix.SockaddrNetlink); !ok || sa.Pid != 0 {
-			continue // not from the kernel
+			return 0, fmt.Errorf("read: %w", err)
 		}
 		return n, nil
 	}
