@@ -20,11 +20,9 @@ import "context"
 // older kernel, a driver that does not call netif_queue_set_napi(), a
 // transmit-only NAPI, which has no id) the inference stands.
 //
-// The small router build (-tags router without tune) leaves the requests
-// out (netlink_router.go): they and the decoding cost about 100 KB on
-// mipsle, which its 3 MiB budget does not hold; its snapshots say so in
-// NetlinkInfo.Status. The packet-steering-tune variant and every other
-// build ask the kernel (netlink_read.go).
+// -tags nonetlink leaves the requests, their decoding and the netlink
+// pairing out (netlink_off.go): about 24 KB of a mipsle router binary
+// after xz -9e; such a build's snapshots say so in NetlinkInfo.Status.
 //
 // A snapshot carries what netlink said (RxQueue.NAPIID, TxQueue.NAPIID,
 // Snapshot.Netlink), so `plan --snapshot` replays it on any machine.
@@ -81,6 +79,18 @@ type NAPI struct {
 	GROFlushTimeoutNS   *uint64 `json:"gro_flush_timeout_ns,omitempty"`
 	IRQSuspendTimeoutNS *uint64 `json:"irq_suspend_timeout_ns,omitempty"`
 	Threaded            *uint32 `json:"threaded,omitempty"`
+}
+
+// QueueStats are one queue's counters from netlink qstats-get (Linux
+// 6.9+, for drivers that keep them): an rx queue's received packets and
+// bytes and the packets the device dropped on it (rx-packets, rx-bytes,
+// rx-hw-drops), a tx queue's sent ones (tx-*). They count since the
+// queue's last reconfiguration. HWDrops is -1 when the driver does not
+// report drops.
+type QueueStats struct {
+	Packets uint64 `json:"packets"`
+	Bytes   uint64 `json:"bytes"`
+	HWDrops int64  `json:"hw_drops"`
 }
 
 // HasNetlink reports whether the kernel stated this device's queue map:

@@ -1,4 +1,4 @@
-//go:build !router || tune
+//go:build !nonetlink
 
 package platform
 

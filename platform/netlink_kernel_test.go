@@ -1,4 +1,4 @@
-//go:build !router || tune
+//go:build !nonetlink
 
 package platform
 
@@ -72,7 +72,7 @@ func netlinkKernelChild(t *testing.T) {
 	if s.Netlink == nil {
 		t.Fatal("Read of / did not ask netlink")
 	}
-	t.Logf("netlink: %s, ops %v", s.Netlink, s.Netlink.Ops)
+	t.Logf("netlink: %s, %d NAPIs, ops %v", s.Netlink.Status, len(s.Netlink.NAPIs), s.Netlink.Ops)
 	for _, g := range s.Gaps {
 		if strings.HasPrefix(g.Path, netlinkPath) {
 			t.Errorf("netlink gap: %s: %s", g.Path, g.Error)

@@ -1,11 +1,10 @@
-//go:build !router || tune
+//go:build !nonetlink
 
 package platform
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"sort"
 	"strconv"
@@ -86,7 +85,8 @@ func kernelNetlink(ctx context.Context, stats bool) *netlinkData {
 
 // applyNetlink records what netlink said in s and lets it win over the
 // inference of tieThreads, tieIRQs and classifyThreads. Devices must carry
-// their Ifindex.
+// their Ifindex. The lists are short (tens of devices, NAPIs, threads and
+// IRQs on a router), so they are searched rather than indexed.
 func applyNetlink(s *Snapshot, d *netlinkData, g *gaps) {
 	if d == nil {
 		return
@@ -94,128 +94,100 @@ func applyNetlink(s *Snapshot, d *netlinkData, g *gaps) {
 	g.list = append(g.list, d.gaps.list...)
 	info := &NetlinkInfo{Status: d.status, Ops: d.ops}
 	s.Netlink = info
-	byIfindex := map[int]int{}
-	for i := range s.Devices {
-		if s.Devices[i].Ifindex > 0 {
-			byIfindex[s.Devices[i].Ifindex] = i
-		}
-	}
-	// Queue -> NAPI id, and per NAPI id the queues it serves.
-	type served struct {
-		dev    int
-		rx, tx []int
-	}
-	napiQueues := map[int]*served{}
 	for _, q := range d.queues {
-		di, ok := byIfindex[int(q.Ifindex)]
-		if !ok || q.NAPIID == 0 {
+		dev := deviceByIfindex(s, q.Ifindex)
+		if dev == nil || q.NAPIID == 0 {
 			continue
 		}
-		dev := &s.Devices[di]
-		id := int(q.NAPIID)
-		sv := napiQueues[id]
-		if sv == nil {
-			sv = &served{dev: di}
-			napiQueues[id] = sv
-		}
-		switch q.Type {
-		case genetlink.QueueRX:
-			if i := rxPos(dev, int(q.ID)); i >= 0 {
-				dev.RxQueues[i].NAPIID = id
-				sv.rx = append(sv.rx, int(q.ID))
-			}
-		case genetlink.QueueTX:
-			if i := txPos(dev, int(q.ID)); i >= 0 {
-				dev.TxQueues[i].NAPIID = id
-				sv.tx = append(sv.tx, int(q.ID))
-			}
+		if i := queuePos(dev, q.Type, q.ID); i >= 0 && q.Type == genetlink.QueueRX {
+			dev.RxQueues[i].NAPIID = int(q.NAPIID)
+		} else if i >= 0 {
+			dev.TxQueues[i].NAPIID = int(q.NAPIID)
 		}
 	}
 	for _, st := range d.stats {
-		di, ok := byIfindex[int(st.Ifindex)]
-		if !ok || len(st.Counters) == 0 {
+		dev := deviceByIfindex(s, st.Ifindex)
+		if dev == nil {
 			continue
 		}
-		dev := &s.Devices[di]
-		switch st.Type {
-		case genetlink.QueueRX:
-			if i := rxPos(dev, int(st.QueueID)); i >= 0 {
-				dev.RxQueues[i].Stats = st.Counters
-			}
-		case genetlink.QueueTX:
-			if i := txPos(dev, int(st.QueueID)); i >= 0 {
-				dev.TxQueues[i].Stats = st.Counters
-			}
+		i := queuePos(dev, st.Type, st.QueueID)
+		switch {
+		case i < 0:
+		case st.Type == genetlink.QueueRX && st.Has(genetlink.QStatRxPackets):
+			dev.RxQueues[i].Stats = queueStats(st.RxPackets, st.RxBytes, st.RxHWDrops, st.Has(genetlink.QStatRxHWDrops))
+		case st.Type == genetlink.QueueTX && st.Has(genetlink.QStatTxPackets):
+			dev.TxQueues[i].Stats = queueStats(st.TxPackets, st.TxBytes, st.TxHWDrops, st.Has(genetlink.QStatTxHWDrops))
 		}
 	}
-	threadByPID := map[int]int{}
-	for i := range s.NAPIThreads {
-		threadByPID[s.NAPIThreads[i].PID] = i
-	}
-	irqByNumber := map[int]int{}
-	for i := range s.IRQs {
-		irqByNumber[s.IRQs[i].Number] = i
-	}
-	disagree := func(format string, args ...any) {
-		info.Disagreements = append(info.Disagreements, fmt.Sprintf(format, args...))
+	disagree := func(what, inferred, netlink string) {
+		info.Disagreements = append(info.Disagreements, what+": inferred "+inferred+", netlink says "+netlink)
 	}
 	for _, n := range d.napis {
-		v := NAPI{ID: int(n.ID), Ifindex: int(n.Ifindex), IRQ: n.IRQ, PID: n.PID,
-			DeferHardIRQs: n.Config.DeferHardIRQs, GROFlushTimeoutNS: n.Config.GROFlushTimeout,
-			IRQSuspendTimeoutNS: n.Config.IRQSuspendTimeout, Threaded: n.Config.Threaded}
-		di, known := byIfindex[v.Ifindex]
-		if known {
-			v.Device = s.Devices[di].Name
+		c := n.Config
+		v := NAPI{ID: int(n.ID), Ifindex: int(n.Ifindex), IRQ: n.IRQ, PID: n.PID, DeferHardIRQs: c.DeferHardIRQs,
+			GROFlushTimeoutNS: c.GROFlushTimeout, IRQSuspendTimeoutNS: c.IRQSuspendTimeout, Threaded: c.Threaded}
+		dev := deviceByIfindex(s, n.Ifindex)
+		if dev != nil {
+			v.Device = dev.Name
 		}
 		info.NAPIs = append(info.NAPIs, v)
-		if !known {
+		if dev == nil {
 			continue
 		}
-		sv := napiQueues[v.ID]
-		dir := ""
-		queue := -1
-		if sv != nil && sv.dev == di {
-			sort.Ints(sv.rx)
-			sort.Ints(sv.tx)
-			switch {
-			case len(sv.rx) > 0 && len(sv.tx) > 0 && sv.rx[0] == sv.tx[0]:
-				dir, queue = DirRxTx, sv.rx[0]
-			case len(sv.rx) > 0:
-				dir, queue = DirRX, sv.rx[0]
-			case len(sv.tx) > 0:
-				dir, queue = DirTX, sv.tx[0]
+		// The queues the NAPI serves (the lowest of each direction).
+		rx, tx := -1, -1
+		for _, q := range dev.RxQueues {
+			if q.NAPIID == v.ID && rx < 0 {
+				rx = q.Index
 			}
 		}
-		if ti, ok := threadByPID[v.PID]; ok && v.PID > 0 {
-			t := &s.NAPIThreads[ti]
-			if t.Device != v.Device {
-				if t.Device != "" {
-					disagree("thread %s (pid %d): inferred device %s, netlink says %s", t.Name, t.PID, t.Device, v.Device)
-				}
-				t.Device = v.Device
-			}
-			if t.NAPIID != v.ID {
-				if t.NAPIID >= 0 {
-					disagree("thread %s (pid %d): named NAPI id %d, netlink says %d", t.Name, t.PID, t.NAPIID, v.ID)
-				}
-				t.NAPIID = v.ID
-			}
-			if want := threadDir(dir); want != "" && want != t.Direction {
-				disagree("thread %s (pid %d): inferred %s, netlink says it serves %s queues", t.Name, t.PID, t.Direction, want)
-				t.Direction = want
+		for _, q := range dev.TxQueues {
+			if q.NAPIID == v.ID && tx < 0 {
+				tx = q.Index
 			}
 		}
-		if qi, ok := irqByNumber[v.IRQ]; ok && v.IRQ >= 0 {
-			q := &s.IRQs[qi]
+		dir, queue, threadDir := "", rx, DirRX
+		switch {
+		case rx >= 0 && rx == tx:
+			dir = DirRxTx
+		case rx >= 0:
+			dir = DirRX
+		case tx >= 0:
+			dir, queue, threadDir = DirTX, tx, DirTX
+		}
+		for i := range s.NAPIThreads {
+			t := &s.NAPIThreads[i]
+			if v.PID <= 0 || t.PID != v.PID {
+				continue
+			}
+			what := "thread " + t.Name + " (pid " + strconv.Itoa(t.PID) + ")"
+			if t.Device != v.Device && t.Device != "" {
+				disagree(what, "device "+t.Device, v.Device)
+			}
+			if t.NAPIID != v.ID && t.NAPIID >= 0 {
+				disagree(what, "NAPI id "+strconv.Itoa(t.NAPIID), strconv.Itoa(v.ID))
+			}
+			if dir != "" && t.Direction != threadDir {
+				disagree(what, t.Direction, threadDir)
+				t.Direction = threadDir
+			}
+			t.Device, t.NAPIID = v.Device, v.ID
+		}
+		for i := range s.IRQs {
+			q := &s.IRQs[i]
+			if v.IRQ < 0 || q.Number != v.IRQ {
+				continue
+			}
+			what := "IRQ " + strconv.Itoa(q.Number) + " (" + q.Name + ")"
 			if q.Device != v.Device {
 				if q.Device != "" {
-					disagree("IRQ %d (%s): inferred device %s, netlink says %s", q.Number, q.Name, q.Device, v.Device)
+					disagree(what, "device "+q.Device, v.Device)
 				}
 				q.Device, q.Queue, q.Direction = v.Device, -1, ""
 			}
-			if queue >= 0 && (q.Queue != queue || q.Direction != dir) {
+			if dir != "" && (q.Queue != queue || q.Direction != dir) {
 				if q.Queue >= 0 {
-					disagree("IRQ %d (%s): inferred %s queue %d, netlink says %s queue %d", q.Number, q.Name, q.Direction, q.Queue, dir, queue)
+					disagree(what, q.Direction+" queue "+strconv.Itoa(q.Queue), dir+" queue "+strconv.Itoa(queue))
 				}
 				q.Queue, q.Direction = queue, dir
 			}
@@ -224,24 +196,47 @@ func applyNetlink(s *Snapshot, d *netlinkData, g *gaps) {
 	}
 	sort.Slice(info.NAPIs, func(a, b int) bool {
 		x, y := info.NAPIs[a], info.NAPIs[b]
-		if x.Ifindex != y.Ifindex {
-			return x.Ifindex < y.Ifindex
-		}
-		return x.ID < y.ID
+		return x.Ifindex < y.Ifindex || x.Ifindex == y.Ifindex && x.ID < y.ID
 	})
 	info.Disagreements = append(info.Disagreements, orderDisagreements(s)...)
 }
 
-// threadDir is the thread Direction for the direction of the queues a
-// NAPI serves ("" when netlink said none).
-func threadDir(dir string) string {
-	switch dir {
-	case DirRX, DirRxTx:
-		return DirRX
-	case DirTX:
-		return DirTX
+// deviceByIfindex is the netdev with the ifindex, or nil.
+func deviceByIfindex(s *Snapshot, ifindex uint32) *Device {
+	for i := range s.Devices {
+		if ifindex > 0 && s.Devices[i].Ifindex == int(ifindex) {
+			return &s.Devices[i]
+		}
 	}
-	return ""
+	return nil
+}
+
+// queuePos is the position in d.RxQueues (typ QueueRX) or d.TxQueues of
+// the queue with the index; -1 when there is none.
+func queuePos(d *Device, typ string, index uint32) int {
+	if typ == genetlink.QueueRX {
+		for i := range d.RxQueues {
+			if d.RxQueues[i].Index == int(index) {
+				return i
+			}
+		}
+		return -1
+	}
+	for i := range d.TxQueues {
+		if d.TxQueues[i].Index == int(index) {
+			return i
+		}
+	}
+	return -1
+}
+
+// queueStats is a queue's Stats; drops -1 when not reported.
+func queueStats(packets, bytes, drops uint64, hasDrops bool) *QueueStats {
+	q := &QueueStats{Packets: packets, Bytes: bytes, HWDrops: -1}
+	if hasDrops {
+		q.HWDrops = int64(min(drops, 1<<63-1))
+	}
+	return q
 }
 
 // orderDisagreements compares, per device, the rx queues' NAPI ids from
@@ -249,46 +244,23 @@ func threadDir(dir string) string {
 // thread in NAPI id order.
 func orderDisagreements(s *Snapshot) []string {
 	var out []string
-	byDev := map[string][]*NAPIThread{}
-	for i := range s.NAPIThreads {
-		t := &s.NAPIThreads[i]
-		if t.Device != "" && !t.IsTX() {
-			byDev[t.Device] = append(byDev[t.Device], t)
-		}
-	}
+	var rx []*NAPIThread
 	for di := range s.Devices {
 		d := &s.Devices[di]
-		rx := byDev[d.Name]
-		if len(rx) == 0 {
-			continue
-		}
-		sort.SliceStable(rx, func(a, b int) bool { return rx[a].NAPIID < rx[b].NAPIID })
-		for i, q := range d.RxQueues {
-			if q.NAPIID <= 0 || i >= len(rx) || rx[i].NAPIID == q.NAPIID {
-				continue
+		rx = rx[:0]
+		for i := range s.NAPIThreads {
+			if t := &s.NAPIThreads[i]; t.Device == d.Name && !t.IsTX() {
+				rx = append(rx, t)
 			}
-			out = append(out, fmt.Sprintf("%s %s: inferred %s (%s), netlink says NAPI %d", d.Name, q.Name, rx[i].Name, SourceNAPIOrder, q.NAPIID))
+		}
+		sort.Slice(rx, func(a, b int) bool { return rx[a].NAPIID < rx[b].NAPIID })
+		for i, q := range d.RxQueues {
+			if q.NAPIID > 0 && i < len(rx) && rx[i].NAPIID != q.NAPIID {
+				out = append(out, d.Name+" "+q.Name+": inferred "+rx[i].Name+" ("+SourceNAPIOrder+"), netlink says NAPI "+strconv.Itoa(q.NAPIID))
+			}
 		}
 	}
 	return out
-}
-
-func rxPos(d *Device, index int) int {
-	for i := range d.RxQueues {
-		if d.RxQueues[i].Index == index {
-			return i
-		}
-	}
-	return -1
-}
-
-func txPos(d *Device, index int) int {
-	for i := range d.TxQueues {
-		if d.TxQueues[i].Index == index {
-			return i
-		}
-	}
-	return -1
 }
 
 // NAPIByID returns the NAPI instance with the id, or nil.
@@ -302,15 +274,4 @@ func (n *NetlinkInfo) NAPIByID(id int) *NAPI {
 		}
 	}
 	return nil
-}
-
-// String is a one-line summary, e.g. "ok, 8 NAPIs" for logs and tests.
-func (n *NetlinkInfo) String() string {
-	if n == nil {
-		return "not asked"
-	}
-	if n.Status != "ok" {
-		return n.Status
-	}
-	return n.Status + ", " + strconv.Itoa(len(n.NAPIs)) + " NAPIs"
 }

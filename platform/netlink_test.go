@@ -1,4 +1,4 @@
-//go:build !router || tune
+//go:build !nonetlink
 
 package platform
 
@@ -58,7 +58,8 @@ func TestApplyNetlink(t *testing.T) {
 			genetlink.Queue{Ifindex: ifx, Type: genetlink.QueueTX, ID: uint32(q), NAPIID: id})
 		fake.napis = append(fake.napis, genetlink.NAPI{ID: id, Ifindex: ifx, IRQ: irqOf[n-1-q], PID: 700 + n - 1 - q})
 	}
-	fake.stats = []genetlink.QStats{{Ifindex: ifx, Type: genetlink.QueueRX, QueueID: 2, Counters: map[string]uint64{"rx-packets": 5}}}
+	fake.stats = []genetlink.QStats{{Ifindex: ifx, Type: genetlink.QueueRX, QueueID: 2, RxPackets: 5, RxBytes: 300,
+		Reported: 1<<genetlink.QStatRxPackets | 1<<genetlink.QStatRxBytes}}
 	s := readWithNetlink(t, root, func(context.Context, bool) *netlinkData { return fake }, readAll)
 	if s.Netlink == nil || s.Netlink.Status != "ok" || len(s.Netlink.NAPIs) != n {
 		t.Fatalf("netlink = %+v", s.Netlink)
@@ -72,8 +73,11 @@ func TestApplyNetlink(t *testing.T) {
 			t.Errorf("%s: NAPI id %d / tx %d, want %d", q.Name, q.NAPIID, d.TxQueues[i].NAPIID, want)
 		}
 	}
-	if got := d.RxQueues[2].Stats["rx-packets"]; got != 5 {
-		t.Errorf("rx-2 stats %v", d.RxQueues[2].Stats)
+	if st := d.RxQueues[2].Stats; st == nil || *st != (QueueStats{Packets: 5, Bytes: 300, HWDrops: -1}) {
+		t.Errorf("rx-2 stats %+v", st)
+	}
+	if d.RxQueues[1].Stats != nil || d.TxQueues[2].Stats != nil {
+		t.Errorf("stats on queues netlink gave none: %+v %+v", d.RxQueues[1].Stats, d.TxQueues[2].Stats)
 	}
 	for _, q := range s.IRQs {
 		if q.Device != "eth0" || q.Queue < 0 {

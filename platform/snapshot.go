@@ -102,9 +102,9 @@ type RxQueue struct {
 	// NAPIID is the NAPI instance serving the queue as netlink queue-get
 	// states it; 0 when the kernel or the driver does not say.
 	NAPIID int `json:"napi_id,omitempty"`
-	// Stats are the queue's qstats-get counters by spec name
-	// ("rx-packets", "rx-bytes", "rx-hw-drops"...); nil when not reported.
-	Stats map[string]uint64 `json:"stats,omitempty"`
+	// Stats are the queue's qstats-get counters; nil when the kernel or
+	// the driver does not report them.
+	Stats *QueueStats `json:"stats,omitempty"`
 }
 
 // TxQueue is queues/tx-N of a device.
@@ -114,8 +114,8 @@ type TxQueue struct {
 	XPSCPUs string `json:"xps_cpus"`
 	XPSRxQs string `json:"xps_rxqs,omitempty"`
 	// NAPIID and Stats are as for RxQueue.
-	NAPIID int               `json:"napi_id,omitempty"`
-	Stats  map[string]uint64 `json:"stats,omitempty"`
+	NAPIID int         `json:"napi_id,omitempty"`
+	Stats  *QueueStats `json:"stats,omitempty"`
 }
 
 // NAPIThread is a threaded-NAPI kernel thread (PF_KTHREAD set).

@@ -1,8 +1,12 @@
-//go:build !router || tune
+//go:build !nonetlink
 
 package steering
 
-import "github.com/packet-steering/packet-steering/platform"
+import (
+	"slices"
+
+	"github.com/packet-steering/packet-steering/platform"
+)
 
 // pairNetlink lets the kernel's own map win over the inference of
 // pairDevice (platform/netlink.go): a queue whose NAPI id netlink
@@ -16,61 +20,56 @@ func pairNetlink(d *platform.Device, dp *DevicePairing) {
 	if !d.HasNetlink() {
 		return
 	}
-	byID := map[int]*platform.NAPIThread{}
-	for _, ts := range [][]*platform.NAPIThread{dp.RxThreads, dp.TxThreads} {
-		for _, t := range ts {
-			if t.NAPIID > 0 {
-				byID[t.NAPIID] = t
+	byID := func(id int) *platform.NAPIThread {
+		for _, ts := range [][]*platform.NAPIThread{dp.RxThreads, dp.TxThreads} {
+			for _, t := range ts {
+				if id > 0 && t.NAPIID == id {
+					return t
+				}
 			}
 		}
+		return nil
 	}
 	changed := false
-	claimed := map[*platform.NAPIThread]bool{}
+	var claimed []*platform.NAPIThread
 	for i, q := range d.RxQueues {
-		if t := byID[q.NAPIID]; q.NAPIID > 0 && t != nil && i < len(dp.Rx) {
+		if t := byID(q.NAPIID); t != nil && i < len(dp.Rx) {
 			changed = changed || dp.Rx[i].Thread != t
 			dp.Rx[i].Thread, dp.Rx[i].ThreadSource = t, platform.SourceNetlink
-			claimed[t] = true
-		}
-	}
-	if changed {
-		// The rx queues netlink says nothing about take the threads it
-		// did not claim, still in NAPI id order.
-		var rest []*platform.NAPIThread
-		for _, t := range dp.RxThreads {
-			if !claimed[t] {
-				rest = append(rest, t)
-			}
-		}
-		for i := range dp.Rx {
-			if dp.Rx[i].ThreadSource == platform.SourceNetlink {
-				continue
-			}
-			dp.Rx[i].Thread, dp.Rx[i].ThreadSource = nil, ""
-			if len(rest) > 0 {
-				dp.Rx[i].Thread, dp.Rx[i].ThreadSource = rest[0], platform.SourceNAPIOrder
-				rest = rest[1:]
-			}
+			claimed = append(claimed, t)
 		}
 	}
 	for i, q := range d.TxQueues {
-		if t := byID[q.NAPIID]; q.NAPIID > 0 && t != nil && i < len(dp.Tx) {
+		if t := byID(q.NAPIID); t != nil && i < len(dp.Tx) {
 			dp.Tx[i].Thread, dp.Tx[i].ThreadSource = t, platform.SourceNetlink
 		}
 	}
 	if !changed {
 		return
 	}
+	// The rx queues netlink says nothing about take the threads it did
+	// not claim, still in NAPI id order; RxThreads follows queue order.
+	var rest []*platform.NAPIThread
+	for _, t := range dp.RxThreads {
+		if !slices.Contains(claimed, t) {
+			rest = append(rest, t)
+		}
+	}
 	ordered := make([]*platform.NAPIThread, 0, len(dp.RxThreads))
-	seen := map[*platform.NAPIThread]bool{}
-	for _, p := range dp.Rx {
-		if p.Thread != nil && !seen[p.Thread] && !p.Thread.IsTX() {
-			seen[p.Thread] = true
+	for i := range dp.Rx {
+		p := &dp.Rx[i]
+		if p.ThreadSource != platform.SourceNetlink {
+			p.Thread, p.ThreadSource = nil, ""
+			if len(rest) > 0 {
+				p.Thread, p.ThreadSource, rest = rest[0], platform.SourceNAPIOrder, rest[1:]
+			}
+		}
+		if p.Thread != nil && !p.Thread.IsTX() && !slices.Contains(ordered, p.Thread) {
 			ordered = append(ordered, p.Thread)
 		}
 	}
 	for _, t := range dp.RxThreads {
-		if !seen[t] {
+		if !slices.Contains(ordered, t) {
 			ordered = append(ordered, t)
 		}
 	}

@@ -269,10 +269,6 @@ func (c *cache) buildImage(ctx context.Context, g *guest, dir string) (image, er
 		return image{}, err
 	}
 	router, err := c.goBuild(ctx, g, "./cmd/packet-steering", "packet-steering", "router")
-	if g.tuneVariant {
-		// The variant that reads the kernel's netlink map (platform/netlink.go).
-		router, err = c.goBuild(ctx, g, "./cmd/packet-steering", "packet-steering-tune", "router,tune")
-	}
 	if err != nil {
 		return image{}, err
 	}

@@ -40,7 +40,7 @@ func x86Kernel(name, suite, netlink, rxSource string) *guest {
 		cmdline: "no_timer_check",
 		modules: []string{"virtio_pci", "virtio_net"},
 		count:   300, timeout: 8 * time.Minute,
-		wantNetlink: netlink, wantRxSource: rxSource, tuneVariant: true,
+		wantNetlink: netlink, wantRxSource: rxSource,
 	}
 }
 

@@ -64,7 +64,7 @@ func checkNetlink(c *checker, g *guest, con *consoleOut, mq string) string {
 	for _, q := range dev.RxQueues {
 		ids = append(ids, fmt.Sprintf("%s=%d", q.Name, q.NAPIID))
 		if q.Stats != nil {
-			stats = append(stats, fmt.Sprintf("%s %d pkts", q.Name, q.Stats["rx-packets"]))
+			stats = append(stats, fmt.Sprintf("%s %d pkts", q.Name, q.Stats.Packets))
 		}
 	}
 	var napis []string

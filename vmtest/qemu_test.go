@@ -62,9 +62,6 @@ type guest struct {
 	// "ok" or "unavailable" (a prefix); wantRxSource how the multi-queue
 	// NIC's rx queues must be paired (netlink_check_test.go).
 	wantNetlink, wantRxSource string
-	// tuneVariant runs the packet-steering-tune build as packet-steering:
-	// the small router build asks no netlink.
-	tuneVariant bool
 }
 
 // nics is how many NICs the guest gets.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -121,27 +122,39 @@ func printQueues(w io.Writer, machine string, devs []steering.DeviceQueues) erro
 // ("netlink", or the inference rules' names), sorted; "" when no queue
 // is paired.
 func pairingSources(d steering.DeviceQueues) string {
-	seen := map[string]bool{}
-	add := func(n *steering.NAPIView, q *steering.IRQView) {
-		if n != nil && n.Source != "" {
-			seen[n.Source] = true
-		}
-		if q != nil && q.Source != "" {
-			seen[q.Source] = true
-		}
-	}
+	var srcs []string
 	for _, q := range d.Rx {
-		add(q.NAPI, q.IRQ)
+		srcs = appendSources(srcs, q.NAPI, q.IRQ)
 	}
 	for _, q := range d.Tx {
-		add(q.NAPI, q.IRQ)
+		srcs = appendSources(srcs, q.NAPI, q.IRQ)
 	}
-	out := make([]string, 0, len(seen))
-	for s := range seen {
-		out = append(out, s)
+	sort.Strings(srcs)
+	return strings.Join(srcs, ", ")
+}
+
+// appendSources adds a queue's thread and IRQ sources not yet in srcs.
+func appendSources(srcs []string, n *steering.NAPIView, q *steering.IRQView) []string {
+	for _, s := range [2]string{sourceOf(n), irqSourceOf(q)} {
+		if s != "" && !slices.Contains(srcs, s) {
+			srcs = append(srcs, s)
+		}
 	}
-	sort.Strings(out)
-	return strings.Join(out, ", ")
+	return srcs
+}
+
+func sourceOf(n *steering.NAPIView) string {
+	if n == nil {
+		return ""
+	}
+	return n.Source
+}
+
+func irqSourceOf(q *steering.IRQView) string {
+	if q == nil {
+		return ""
+	}
+	return q.Source
 }
 
 // servedBy shows the thread and IRQ serving a queue, each with its live

@@ -3,7 +3,7 @@ package genetlink
 import (
 	"encoding/binary"
 	"fmt"
-	"strings"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -111,21 +111,20 @@ type Error struct {
 
 // Error implements error.
 func (e *Error) Error() string {
-	var s strings.Builder
-	s.WriteString("genetlink: ")
+	s := "genetlink: "
 	if e.Op != "" {
-		s.WriteString(e.Op + ": ")
+		s += e.Op + ": "
 	}
-	s.WriteString(e.Errno.Error())
+	s += e.Errno.Error()
 	if e.Message != "" {
-		s.WriteString(": " + e.Message)
+		s += ": " + e.Message
 	}
 	if e.Attr != 0 {
-		fmt.Fprintf(&s, " (attribute %d)", e.Attr)
+		s += " (attribute " + strconv.Itoa(int(e.Attr)) + ")"
 	} else if e.Offset >= 0 {
-		fmt.Fprintf(&s, " (at request offset %d)", e.Offset)
+		s += " (at request offset " + strconv.Itoa(e.Offset) + ")"
 	}
-	return s.String()
+	return s
 }
 
 // Unwrap returns the errno.

@@ -74,20 +74,17 @@ const (
 	qstatsScopeQueue = 1
 )
 
-// qstatsCounters names the qstats counters (all of type uint), numbered
-// from rx-packets = 8 in spec order.
-var qstatsCounters = map[uint16]string{
-	8: "rx-packets", 9: "rx-bytes", 10: "tx-packets", 11: "tx-bytes",
-	12: "rx-alloc-fail", 13: "rx-hw-drops", 14: "rx-hw-drop-overruns",
-	15: "rx-csum-complete", 16: "rx-csum-unnecessary", 17: "rx-csum-none",
-	18: "rx-csum-bad", 19: "rx-hw-gro-packets", 20: "rx-hw-gro-bytes",
-	21: "rx-hw-gro-wire-packets", 22: "rx-hw-gro-wire-bytes",
-	23: "rx-hw-drop-ratelimits", 24: "tx-hw-drops", 25: "tx-hw-drop-errors",
-	26: "tx-csum-none", 27: "tx-needs-csum", 28: "tx-hw-gso-packets",
-	29: "tx-hw-gso-bytes", 30: "tx-hw-gso-wire-packets",
-	31: "tx-hw-gso-wire-bytes", 32: "tx-hw-drop-ratelimits", 33: "tx-stop",
-	34: "tx-wake",
-}
+// qstats counters (all of type uint), numbered from rx-packets = 8 in
+// spec order; those QStats keeps by name.
+const (
+	qstatsRxPackets  = 8
+	qstatsRxBytes    = 9
+	qstatsTxPackets  = 10
+	qstatsTxBytes    = 11
+	qstatsRxHWDrops  = 13
+	qstatsTxHWDrops  = 24
+	qstatsMaxCounter = 34 // tx-wake, the last in the spec
+)
 
 // Queue types as this package names them (the spec's enum queue-type).
 const (
@@ -132,15 +129,34 @@ type NAPI struct {
 	Config  NAPIConfig
 }
 
-// QStats is one qstats-get reply with scope queue.
+// QStats is one qstats-get reply with scope queue: the counters of the
+// spec's qstats attribute set this package names, and which counters the
+// driver reported at all.
 type QStats struct {
 	Ifindex uint32
 	Type    string // QueueRX or QueueTX
 	QueueID uint32
-	// Counters holds the counters the driver reported, by spec name
-	// ("rx-packets", "rx-bytes", "tx-hw-drops", ...).
-	Counters map[string]uint64
+	// Reported has bit N set when the driver sent counter attribute N
+	// (rx-packets is 8 ... tx-wake 34): a counter it does not keep is
+	// absent, not zero.
+	Reported uint64
+
+	RxPackets, RxBytes, RxHWDrops uint64
+	TxPackets, TxBytes, TxHWDrops uint64
 }
+
+// Has reports whether the driver sent counter attribute n.
+func (s *QStats) Has(n uint16) bool { return n < 64 && s.Reported&(1<<n) != 0 }
+
+// Counter attribute numbers for QStats.Has.
+const (
+	QStatRxPackets = qstatsRxPackets
+	QStatRxBytes   = qstatsRxBytes
+	QStatTxPackets = qstatsTxPackets
+	QStatTxBytes   = qstatsTxBytes
+	QStatRxHWDrops = qstatsRxHWDrops
+	QStatTxHWDrops = qstatsTxHWDrops
+)
 
 // Netdev is a client of the netdev family.
 type Netdev struct {
@@ -199,7 +215,12 @@ func (n *Netdev) Devices(ctx context.Context) ([]Dev, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeAll(msgs, DecodeDev)
+	out := make([]Dev, 0, len(msgs))
+	return out, each(msgs, func(b []byte) error {
+		v, err := DecodeDev(b)
+		out = append(out, v)
+		return err
+	})
 }
 
 // Queues dumps queue-get for one device (ifindex > 0) or all (0).
@@ -208,7 +229,13 @@ func (n *Netdev) Queues(ctx context.Context, ifindex uint32) ([]Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeAll(msgs, DecodeQueue)
+	out := make([]Queue, 0, len(msgs))
+	err = each(msgs, func(b []byte) error {
+		v, err := DecodeQueue(b)
+		out = append(out, v)
+		return err
+	})
+	return out, err
 }
 
 // NAPIs dumps napi-get for one device (ifindex > 0) or all (0).
@@ -217,7 +244,13 @@ func (n *Netdev) NAPIs(ctx context.Context, ifindex uint32) ([]NAPI, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeAll(msgs, DecodeNAPI)
+	out := make([]NAPI, 0, len(msgs))
+	err = each(msgs, func(b []byte) error {
+		v, err := DecodeNAPI(b)
+		out = append(out, v)
+		return err
+	})
+	return out, err
 }
 
 // QStats dumps qstats-get per queue for one device (ifindex > 0) or all
@@ -233,7 +266,13 @@ func (n *Netdev) QStats(ctx context.Context, ifindex uint32) ([]QStats, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeAll(msgs, DecodeQStats)
+	out := make([]QStats, 0, len(msgs))
+	err = each(msgs, func(b []byte) error {
+		v, err := DecodeQStats(b)
+		out = append(out, v)
+		return err
+	})
+	return out, err
 }
 
 // SetNAPI writes the non-nil fields of cfg to NAPI id (napi-set, 6.13+;
@@ -276,16 +315,14 @@ func ifindexFilter(attr uint16, ifindex uint32) func(*Encoder) {
 	}
 }
 
-func decodeAll[T any](msgs []Message, dec func([]byte) (T, error)) ([]T, error) {
-	out := make([]T, 0, len(msgs))
+// each decodes every message's attributes with dec.
+func each(msgs []Message, dec func([]byte) error) error {
 	for i, m := range msgs {
-		v, err := dec(m.Attrs)
-		if err != nil {
-			return nil, fmt.Errorf("genetlink: netdev reply %d: %w", i, err)
+		if err := dec(m.Attrs); err != nil {
+			return fmt.Errorf("genetlink: netdev reply %d: %w", i, err)
 		}
-		out = append(out, v)
 	}
-	return out, nil
+	return nil
 }
 
 // DecodeDev decodes the attributes of a dev-get reply. Unknown attributes
@@ -438,7 +475,7 @@ func DecodeQStats(b []byte) (QStats, error) {
 	if err != nil {
 		return QStats{}, err
 	}
-	s := QStats{Counters: map[string]uint64{}}
+	var s QStats
 	var have uint
 	for _, a := range attrs {
 		switch a.Type {
@@ -452,13 +489,27 @@ func DecodeQStats(b []byte) (QStats, error) {
 		case qstatsQueueID:
 			s.QueueID, err = a.U32()
 		default:
-			name, ok := qstatsCounters[a.Type]
-			if !ok {
+			if a.Type < qstatsRxPackets || a.Type > qstatsMaxCounter {
 				continue
 			}
 			var v uint64
-			if v, err = a.Uint(); err == nil {
-				s.Counters[name] = v
+			if v, err = a.Uint(); err != nil {
+				break
+			}
+			s.Reported |= 1 << a.Type
+			switch a.Type {
+			case qstatsRxPackets:
+				s.RxPackets = v
+			case qstatsRxBytes:
+				s.RxBytes = v
+			case qstatsTxPackets:
+				s.TxPackets = v
+			case qstatsTxBytes:
+				s.TxBytes = v
+			case qstatsRxHWDrops:
+				s.RxHWDrops = v
+			case qstatsTxHWDrops:
+				s.TxHWDrops = v
 			}
 		}
 		if err != nil {

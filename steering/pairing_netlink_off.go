@@ -1,12 +1,12 @@
-//go:build router && !tune
+//go:build nonetlink
 
 package steering
 
 import "github.com/packet-steering/packet-steering/platform"
 
-// pairNetlink in the small router build, which reads no netlink map
-// (platform/netlink.go: it does not fit the build's size budget): every
-// pairing is the inference's, and a paired IRQ is known by its name.
+// pairNetlink in a build with -tags nonetlink, which reads no netlink map
+// (platform/netlink.go): every pairing is the inference's, and a paired
+// IRQ is known by its name.
 func pairNetlink(_ *platform.Device, dp *DevicePairing) {
 	for _, qs := range [][]QueuePair{dp.Rx, dp.Tx} {
 		for i := range qs {

@@ -1,14 +1,14 @@
-//go:build router && !tune
+//go:build nonetlink
 
 package platform
 
 import "context"
 
-// The small router build asks no netlink (netlink.go): its snapshots say
-// so, and the inference from sysfs and procfs stands.
+// A build with -tags nonetlink asks no netlink (netlink.go): its snapshots
+// say so, and the inference from sysfs and procfs stands.
 
 // netlinkNotBuilt is the status its snapshots carry.
-const netlinkNotBuilt = "unavailable: not in this build (the packet-steering-tune variant reads the kernel's netlink map)"
+const netlinkNotBuilt = "unavailable: not in this build (-tags nonetlink)"
 
 // netlinkData is only the status in this build.
 type netlinkData struct{ status string }
