@@ -1,6 +1,9 @@
 package platform
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // The kernel's own map of queues, NAPI instances, threads and IRQs: the
 // netdev generic netlink family (Documentation/netlink/specs/netdev.yaml,
@@ -80,6 +83,17 @@ type NAPI struct {
 	IRQSuspendTimeoutNS *uint64 `json:"irq_suspend_timeout_ns,omitempty"`
 	Threaded            *uint32 `json:"threaded,omitempty"`
 }
+
+// NAPIKnobs are the per-NAPI knobs SetNAPIKnobs writes (netlink
+// napi-set, Linux 6.13+).
+type NAPIKnobs struct {
+	DeferHardIRQs     uint32 `json:"defer_hard_irqs"`
+	GROFlushTimeoutNS uint64 `json:"gro_flush_timeout_ns"`
+}
+
+// ErrNAPIKnobsUnsupported is wrapped by SetNAPIKnobs on a kernel (or a
+// build) without napi-set.
+var ErrNAPIKnobsUnsupported = errors.New("per-NAPI knobs not supported by this kernel (napi-set needs Linux 6.13)")
 
 // QueueStats are one queue's counters from netlink qstats-get (Linux
 // 6.9+, for drivers that keep them): an rx queue's received packets and

@@ -336,6 +336,46 @@ func napiSetChild(t *testing.T) {
 	if err := nd.SetNAPI(ctx, 1<<31-1, genetlink.NAPIConfig{DeferHardIRQs: u32(1)}); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("napi-set on a missing NAPI: %v, want ENOENT", err)
 	}
+
+	// SetNAPIKnobs: apply, the snapshot shows it, roll back.
+	before, err := SetNAPIKnobs(ctx, int(n.ID), NAPIKnobs{DeferHardIRQs: 3, GROFlushTimeoutNS: 50000})
+	if err != nil {
+		t.Fatalf("SetNAPIKnobs: %v", err)
+	}
+	if before != (NAPIKnobs{DeferHardIRQs: 2, GROFlushTimeoutNS: 20000}) {
+		t.Errorf("SetNAPIKnobs replaced %+v, want the 2/20000 written above", before)
+	}
+	knobs := func() NAPIKnobs {
+		s, err := Read(ctx, "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := s.Netlink.NAPIByID(int(n.ID))
+		if v == nil || v.DeferHardIRQs == nil || v.GROFlushTimeoutNS == nil {
+			t.Fatalf("snapshot NAPI %d: %+v", n.ID, v)
+		}
+		return NAPIKnobs{DeferHardIRQs: *v.DeferHardIRQs, GROFlushTimeoutNS: *v.GROFlushTimeoutNS}
+	}
+	if got := knobs(); got != (NAPIKnobs{DeferHardIRQs: 3, GROFlushTimeoutNS: 50000}) {
+		t.Errorf("snapshot after SetNAPIKnobs: %+v", got)
+	}
+	if _, err := SetNAPIKnobs(ctx, int(n.ID), before); err != nil {
+		t.Fatalf("roll back: %v", err)
+	}
+	if got := knobs(); got != before {
+		t.Errorf("snapshot after the rollback: %+v, want %+v", got, before)
+	}
+	for _, bad := range []struct {
+		id int
+		k  NAPIKnobs
+	}{{0, NAPIKnobs{}}, {int(n.ID), NAPIKnobs{DeferHardIRQs: 1 << 31}}} {
+		if _, err := SetNAPIKnobs(ctx, bad.id, bad.k); err == nil {
+			t.Errorf("SetNAPIKnobs(%d, %+v) accepted", bad.id, bad.k)
+		}
+	}
+	if _, err := SetNAPIKnobs(ctx, 1<<31-1, NAPIKnobs{}); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("SetNAPIKnobs on a missing NAPI: %v, want not-exist", err)
+	}
 }
 
 func u32(v uint32) *uint32 { return &v }

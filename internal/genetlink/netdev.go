@@ -253,6 +253,30 @@ func (n *Netdev) NAPIs(ctx context.Context, ifindex uint32) ([]NAPI, error) {
 	return out, err
 }
 
+// NAPI gets one NAPI instance by id (napi-get do). A NAPI id the kernel
+// does not have is an error for which errors.Is(err, fs.ErrNotExist)
+// holds.
+func (n *Netdev) NAPI(ctx context.Context, id uint32) (NAPI, error) {
+	const op = "napi-get"
+	if !n.Supports(op) {
+		return NAPI{}, errNotSupported(op)
+	}
+	var e Encoder
+	e.U32(napiID, id)
+	b, err := e.Bytes()
+	if err != nil {
+		return NAPI{}, err
+	}
+	msgs, err := n.conn.Execute(ctx, Request{Op: "netdev " + op, Family: n.family.ID, Cmd: netdevCmdNAPIGet, Version: 1, Attrs: b})
+	if err != nil {
+		return NAPI{}, err
+	}
+	if len(msgs) != 1 {
+		return NAPI{}, fmt.Errorf("genetlink: netdev %s %d: %d replies, want 1", op, id, len(msgs))
+	}
+	return DecodeNAPI(msgs[0].Attrs)
+}
+
 // QStats dumps qstats-get per queue for one device (ifindex > 0) or all
 // (0). A driver that keeps no per-queue counters answers EOPNOTSUPP for
 // its ifindex (errors.Is(err, errors.ErrUnsupported)).
