@@ -376,3 +376,24 @@ func TestKernelNlctrl(t *testing.T) {
 		t.Fatal("request on a closed socket succeeded")
 	}
 }
+
+// TestNetdevNotSupported: a command the family's op list lacks is refused
+// before anything is sent (the Netdev has no socket here).
+func TestNetdevNotSupported(t *testing.T) {
+	n := &Netdev{family: &Family{ID: 20, Name: NetdevFamily, Ops: []uint32{netdevCmdDevGet}}}
+	ctx := context.Background()
+	checks := map[string]error{}
+	_, checks["queue-get"] = n.Queues(ctx, 1)
+	_, checks["napi-get"] = n.NAPIs(ctx, 1)
+	_, checks["napi-get one"] = n.NAPI(ctx, 1)
+	_, checks["qstats-get"] = n.QStats(ctx, 1)
+	checks["napi-set"] = n.SetNAPI(ctx, 1, NAPIConfig{DeferHardIRQs: u32p(1)})
+	for op, err := range checks {
+		if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "not supported by this kernel") {
+			t.Errorf("%s: %v", op, err)
+		}
+	}
+	if !n.Supports("dev-get") || n.Supports("napi-set") || n.Supports("no-such-op") {
+		t.Error("Supports disagrees with the op list")
+	}
+}
