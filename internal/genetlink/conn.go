@@ -23,6 +23,7 @@ import (
 	"os"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -32,8 +33,8 @@ const (
 	// RecvBufferSize is the receive buffer. The kernel sizes dump
 	// datagrams by the largest buffer the reader offered
 	// (net/netlink/af_netlink.c netlink_recvmsg, netlink_dump), and
-	// replies to requests fit NLMSG_GOODSIZE (8 KiB or less); a datagram
-	// cut short all the same fails its framing (ErrMalformed).
+	// replies to requests fit NLMSG_GOODSIZE (8 KiB or less); a longer
+	// datagram all the same is an error (read with MSG_TRUNC).
 	RecvBufferSize = 16 << 10
 	// MaxReplyBytes bounds the bytes of one request's reply.
 	MaxReplyBytes = 8 << 20
@@ -230,14 +231,21 @@ func (c *Conn) recv(ctx context.Context) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("poll: %w", err)
 		}
-		n, err = unix.Read(c.fd, c.buf)
-		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+		// recv(2) with MSG_TRUNC returns the datagram's whole length, so
+		// that one longer than the buffer is an error, not a silent cut.
+		// (The raw call: unix.Recvfrom would decode a sender address.)
+		r, _, errno := unix.Syscall6(unix.SYS_RECVFROM, uintptr(c.fd), uintptr(unsafe.Pointer(&c.buf[0])),
+			uintptr(len(c.buf)), unix.MSG_TRUNC|unix.MSG_DONTWAIT, 0, 0)
+		if errno == unix.EAGAIN || errno == unix.EINTR {
 			continue
 		}
-		if err != nil {
-			return 0, fmt.Errorf("read: %w", err)
+		if errno != 0 {
+			return 0, fmt.Errorf("recv: %w", errno)
 		}
-		return n, nil
+		if int(r) > len(c.buf) {
+			return 0, fmt.Errorf("datagram of %d bytes, longer than the %d-byte buffer", r, len(c.buf))
+		}
+		return int(r), nil
 	}
 }
 
