@@ -38,7 +38,7 @@ const (
 	// thread in NAPI id order.
 	SourceNAPIOrder = "napi-id-order"
 	// SourceTxOrder: tx queue i is served by the device's i-th tx thread
-	// (steering's pairing rules).
+	// (plan's pairing rules, plan/pairing.go).
 	SourceTxOrder = "tx-thread-order"
 	// SourceSingleTx: the device's one tx thread serves every tx queue.
 	SourceSingleTx = "single-tx-thread"
