@@ -26,6 +26,7 @@ var layers = map[string]int{
 	"internal/testenv":                     0,
 	"internal/table":                       0,
 	"internal/netnstest":                   0,
+	"internal/genetlink":                   0,
 	"luci-app-packet-steering":             0,
 	"platform/fixture":                     0,
 	"platform/fixture/fixturetest":         0,

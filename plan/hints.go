@@ -49,6 +49,7 @@ func planHints(s *platform.Snapshot, p *Plan, b *builder, serr error, offload st
 			Text: fmt.Sprintf("%s does not parse (%s); steering uses the other settings and defaults until it is fixed.", g.Path, g.Error)})
 	}
 	hints = append(hints, b.hints...)
+	hints = append(hints, netlinkHints(s)...)
 	hints = append(hints, dsaUserRPSHints(s, p)...)
 	if p.Flows > 0 && forwards(s) {
 		hints = append(hints, Hint{ID: HintFlowsForwarding,

@@ -38,6 +38,10 @@ import (
 type QueuePair struct {
 	Thread *platform.NAPIThread
 	IRQ    *platform.IRQ
+	// ThreadSource and IRQSource say how the pairing is known:
+	// platform.SourceNetlink, or the inference rule's name
+	// (platform.SourceNAPIOrder, ...); "" when nothing is paired.
+	ThreadSource, IRQSource string
 }
 
 // DevicePairing is one netdev's queues with their threads and IRQs.
@@ -142,15 +146,15 @@ func pairDevice(d *platform.Device, rx, tx []*platform.NAPIThread, irqs []*platf
 	dp.TxThreads = tx
 	for i := range dp.Rx {
 		if i < len(rx) {
-			dp.Rx[i].Thread = rx[i]
+			dp.Rx[i].Thread, dp.Rx[i].ThreadSource = rx[i], platform.SourceNAPIOrder
 		}
 	}
 	for i := range dp.Tx {
 		switch {
 		case len(tx) == 1:
-			dp.Tx[i].Thread = tx[0]
+			dp.Tx[i].Thread, dp.Tx[i].ThreadSource = tx[0], platform.SourceSingleTx
 		case i < len(tx):
-			dp.Tx[i].Thread = tx[i]
+			dp.Tx[i].Thread, dp.Tx[i].ThreadSource = tx[i], platform.SourceTxOrder
 		}
 	}
 	var whole *platform.IRQ
@@ -166,8 +170,9 @@ func pairDevice(d *platform.Device, rx, tx []*platform.NAPIThread, irqs []*platf
 		}
 	}
 	if whole != nil && len(dp.Rx) == 1 && dp.Rx[0].IRQ == nil {
-		dp.Rx[0].IRQ = whole
+		dp.Rx[0].IRQ, dp.Rx[0].IRQSource = whole, platform.SourceDeviceIRQ
 	}
+	pairNetlink(d, dp)
 	return dp
 }
 

@@ -19,6 +19,9 @@ import (
 // forward slashes ("sys/class/net").
 type FS struct {
 	root string
+	// netlink asks the kernel's netdev family (netlink.go); nil below a
+	// root other than "/", whose /sys is not the running kernel's.
+	netlink netlinkSource
 }
 
 // NewFS returns the tree below root. It fails when root is not an existing
@@ -34,7 +37,11 @@ func NewFS(root string) (FS, error) {
 	if !info.IsDir() {
 		return FS{}, fmt.Errorf("platform: root %s: not a directory", root)
 	}
-	return FS{root: filepath.Clean(root)}, nil
+	f := FS{root: filepath.Clean(root)}
+	if f.root == "/" {
+		f.netlink = kernelNetlinkSource()
+	}
+	return f, nil
 }
 
 // Root is the root directory.

@@ -107,10 +107,13 @@ func (f *reader) readDevice(name string, g *gaps, shape bool) (Device, bool) {
 		return d, false
 	}
 	defer dev.Close()
-	if !f.inputsOnly {
+	if !f.inputsOnly || f.netlink != nil {
+		// netlink names devices by ifindex (netlink.go).
 		if d.Ifindex, err = f.num(dev, "ifindex"); err != nil {
 			g.add(dir+"/ifindex", err)
 		}
+	}
+	if !f.inputsOnly {
 		if d.OperState, err = f.str(dev, "operstate"); err != nil {
 			g.add(dir+"/operstate", err)
 		}

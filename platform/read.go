@@ -173,9 +173,10 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 			sc = &scratch{}
 		}
 	}
-	var cpuGaps, devGaps, procGaps, irqGaps, netGaps, idGaps, cfgGaps gaps
+	var cpuGaps, devGaps, procGaps, irqGaps, netGaps, idGaps, cfgGaps, nlGaps gaps
 	work := f.listDevices(&devGaps)
 	scope := f.scope
+	var nl *netlinkData
 	tasks := []func(r *reader){
 		func(r *reader) { s.NAPIThreads, s.Processes = r.readProcesses(ctx, &procGaps) },
 		func(r *reader) { s.CPUs = r.readCPUs(&cpuGaps) },
@@ -193,6 +194,9 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 			}
 		},
 		func(r *reader) { s.Identity = r.readIdentity(&idGaps) },
+	}
+	if f.netlink != nil {
+		tasks = append(tasks, func(r *reader) { nl = f.netlink(ctx, !f.decisionOnly) })
 	}
 	if scope == nil {
 		tasks = append(tasks, func(r *reader) { s.Config = r.readConfig(&cfgGaps) })
@@ -270,11 +274,12 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 		}
 	}
 	classifyThreads(s.NAPIThreads, s.Devices, s.IRQs)
+	applyNetlink(s, nl, &nlGaps)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("platform: read %s: %w", f.root, err)
 	}
 	var all []Gap
-	for _, g := range []*gaps{&cpuGaps, &devGaps, &procGaps, &irqGaps, &netGaps, &idGaps, &cfgGaps, &writerGaps} {
+	for _, g := range []*gaps{&cpuGaps, &devGaps, &procGaps, &irqGaps, &netGaps, &idGaps, &cfgGaps, &writerGaps, &nlGaps} {
 		all = append(all, g.list...)
 	}
 	s.Gaps = all

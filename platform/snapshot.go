@@ -53,6 +53,9 @@ type Snapshot struct {
 	Workers []NAPIThread `json:"workers,omitempty"`
 	// Gaps lists what could not be read; empty on a fully visible machine.
 	Gaps []Gap `json:"gaps,omitempty"`
+	// Netlink is what the kernel's netdev netlink family said (netlink.go);
+	// nil when it was not asked (a fixture root, an older snapshot file).
+	Netlink *NetlinkInfo `json:"netlink,omitempty"`
 }
 
 // CPU is one logical CPU.
@@ -111,6 +114,12 @@ type RxQueue struct {
 	Name       string `json:"name"` // "rx-N"
 	RPSCPUs    string `json:"rps_cpus"`
 	RPSFlowCnt int    `json:"rps_flow_cnt"`
+	// NAPIID is the NAPI instance serving the queue as netlink queue-get
+	// states it; 0 when the kernel or the driver does not say.
+	NAPIID int `json:"napi_id,omitempty"`
+	// Stats are the queue's qstats-get counters; nil when the kernel or
+	// the driver does not report them.
+	Stats *QueueStats `json:"stats,omitempty"`
 }
 
 // TxQueue is queues/tx-N of a device.
@@ -119,6 +128,9 @@ type TxQueue struct {
 	Name    string `json:"name"` // "tx-N"
 	XPSCPUs string `json:"xps_cpus"`
 	XPSRxQs string `json:"xps_rxqs,omitempty"`
+	// NAPIID and Stats are as for RxQueue.
+	NAPIID int         `json:"napi_id,omitempty"`
+	Stats  *QueueStats `json:"stats,omitempty"`
 }
 
 // NAPIThread is a threaded-NAPI kernel thread (PF_KTHREAD set).
@@ -175,6 +187,10 @@ type IRQ struct {
 	// smp_affinity that it refused (EINVAL, EIO: the irq chip cannot
 	// move it), as recorded in RefusedIRQsFile; "" for a movable IRQ.
 	Refused string `json:"refused,omitempty"`
+	// QueueSource is SourceNetlink when netlink napi-get tied the IRQ to
+	// its NAPI (and so Device, Queue and Direction are the kernel's); ""
+	// when they come from the IRQ's name.
+	QueueSource string `json:"queue_source,omitempty"`
 }
 
 // SoftnetStat is one row of /proc/net/softnet_stat.

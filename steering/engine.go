@@ -155,6 +155,9 @@ type NAPIView struct {
 	Thread   string `json:"thread"`
 	CPUs     string `json:"cpus"`
 	WantCPUs string `json:"want_cpus"`
+	// Source says how the thread is known to serve the queue: "netlink"
+	// or the inference rule's name (platform.Source*).
+	Source string `json:"source,omitempty"`
 }
 
 // IRQView is an IRQ's live and wanted CPUs (cpu lists).
@@ -166,6 +169,8 @@ type IRQView struct {
 	// Fixed is the kernel's error when it refused to move this IRQ
 	// (irq_refused.go); it stays on CPUs.
 	Fixed string `json:"fixed,omitempty"`
+	// Source is as for NAPIView.
+	Source string `json:"source,omitempty"`
 }
 
 // TxQueueView is one tx queue's live and wanted XPS mask, with the NAPI

@@ -91,8 +91,8 @@ func QueueViews(snap *platform.Snapshot, p *plan.Plan, device string) []DeviceQu
 				RPSCPUs:     q.RPSCPUs,
 				WantRPSCPUs: want[knobID(plan.Action{Kind: plan.KindRPSCPUs, Device: d.Name, Queue: q.Name})],
 				RPSFlowCnt:  q.RPSFlowCnt,
-				NAPI:        napiView(dp.Rx[j].Thread),
-				IRQ:         irqView(dp.Rx[j].IRQ),
+				NAPI:        withSource(napiView(dp.Rx[j].Thread), dp.Rx[j].ThreadSource),
+				IRQ:         withIRQSource(irqView(dp.Rx[j].IRQ), dp.Rx[j].IRQSource),
 			})
 		}
 		for j, q := range d.TxQueues {
@@ -100,8 +100,8 @@ func QueueViews(snap *platform.Snapshot, p *plan.Plan, device string) []DeviceQu
 				Queue:       q.Name,
 				XPSCPUs:     q.XPSCPUs,
 				WantXPSCPUs: want[knobID(plan.Action{Kind: plan.KindXPSCPUs, Device: d.Name, Queue: q.Name})],
-				NAPI:        napiView(dp.Tx[j].Thread),
-				IRQ:         irqView(dp.Tx[j].IRQ),
+				NAPI:        withSource(napiView(dp.Tx[j].Thread), dp.Tx[j].ThreadSource),
+				IRQ:         withIRQSource(irqView(dp.Tx[j].IRQ), dp.Tx[j].IRQSource),
 			})
 		}
 		if d.Phy != "" {
@@ -139,4 +139,20 @@ func maskToList(mask string) string {
 		return mask
 	}
 	return s.List()
+}
+
+// withSource sets a NAPI view's pairing source.
+func withSource(v *NAPIView, source string) *NAPIView {
+	if v != nil {
+		v.Source = source
+	}
+	return v
+}
+
+// withIRQSource sets an IRQ view's pairing source.
+func withIRQSource(v *IRQView, source string) *IRQView {
+	if v != nil {
+		v.Source = source
+	}
+	return v
 }

@@ -403,6 +403,8 @@ func checkGuest(t *testing.T, g *guest, con *consoleOut) {
 	k := parseState(stateText)
 	checkKernel(c, pl, k)
 
+	mq := con.info["mq"]
+	t.Logf("%s: %s", g.name, checkNetlink(c, g, con, mq))
 	if g.queues == 0 {
 		t.Logf("\n%s: %d CPU; plan: policy %s, %d actions; apply: changed %d, failed %d; second apply: changed %d; "+
 			"daemon on the bus: status policy %s, in sync %v, get_queues %d devices, apply changed %d",
@@ -410,7 +412,7 @@ func checkGuest(t *testing.T, g *guest, con *consoleOut) {
 			st.Policy, st.InSync, len(q.Devices), len(viaDaemon.Changed))
 		return
 	}
-	mq, sq := con.info["mq"], con.info["sq"]
+	sq := con.info["sq"]
 	if mq == "" || sq == "" {
 		c.errorf("the guest did not find both NICs (mq %q, sq %q)", mq, sq)
 		return

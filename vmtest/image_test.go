@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -59,8 +60,8 @@ func newCache(repo string) (*cache, error) {
 
 // resolveMeta returns the package a Debian meta package (linux-image-amd64)
 // depends on for arch: the versioned kernel package.
-func resolveMeta(ctx context.Context, meta, arch string) (string, error) {
-	out, err := runCmd(ctx, "", nil, "apt-cache", "depends", "--important", meta+":"+arch)
+func resolveMeta(ctx context.Context, meta, arch string, apt ...string) (string, error) {
+	out, err := runCmd(ctx, "", nil, "apt-cache", append(apt, "depends", "--important", meta+":"+arch)...)
 	if err != nil {
 		return "", fmt.Errorf("resolve %s:%s (for a foreign architecture run scripts/deps.sh, which adds it): %w", meta, arch, err)
 	}
@@ -82,7 +83,7 @@ func parseDepends(out, prefix string) (string, error) {
 
 // deb downloads pkg for arch into deb/ unless a copy is there, unpacks it
 // into x/ unless done before, and returns the unpacked tree.
-func (c *cache) deb(ctx context.Context, pkg, arch string) (string, error) {
+func (c *cache) deb(ctx context.Context, pkg, arch string, apt ...string) (string, error) {
 	debDir := filepath.Join(c.dir, "deb")
 	find := func() string {
 		m, _ := filepath.Glob(filepath.Join(debDir, pkg+"_*_"+arch+".deb"))
@@ -94,7 +95,7 @@ func (c *cache) deb(ctx context.Context, pkg, arch string) (string, error) {
 	}
 	file := find()
 	if file == "" {
-		if _, err := runCmd(ctx, debDir, nil, "apt-get", "download", "-q", pkg+":"+arch); err != nil {
+		if _, err := runCmd(ctx, debDir, nil, "apt-get", append(apt, "download", "-q", pkg+":"+arch)...); err != nil {
 			return "", fmt.Errorf("download %s:%s: %w", pkg, arch, err)
 		}
 		if file = find(); file == "" {
@@ -136,23 +137,14 @@ func (c *cache) goBuild(ctx context.Context, g *guest, pkg, name, tags string) (
 
 // kernel is an unpacked Debian kernel package.
 type kernel struct {
-	image   string // boot/vmlinuz-*
-	modules string // lib/modules/<version>
-}
-
-func findKernel(tree string) (kernel, error) {
-	imgs, _ := filepath.Glob(filepath.Join(tree, "boot", "vmlinu[xz]-*"))
-	mods, _ := filepath.Glob(filepath.Join(tree, "lib", "modules", "*"))
-	if len(imgs) != 1 || len(mods) != 1 {
-		return kernel{}, fmt.Errorf("%s: want one kernel image and one module tree, have %d and %d", tree, len(imgs), len(mods))
-	}
-	return kernel{image: imgs[0], modules: mods[0]}, nil
+	image   string // boot/vmlinuz-* or usr/lib/modules/<version>/vmlinuz
+	modules string // [usr/]lib/modules/<version>
 }
 
 // modName is a module's name as the kernel spells it: file name without
 // .ko, dashes as underscores.
 func modName(file string) string {
-	return strings.ReplaceAll(strings.TrimSuffix(filepath.Base(file), ".ko"), "-", "_")
+	return strings.ReplaceAll(strings.TrimSuffix(strings.TrimSuffix(filepath.Base(file), ".xz"), ".ko"), "-", "_")
 }
 
 // modDepends reads the depends= entry of a module's .modinfo section: the
@@ -186,13 +178,13 @@ func modDepends(ko []byte) []string {
 // moduleOrder returns the .ko files that loading want needs, each after
 // the modules it depends on; modules built into the kernel
 // (modules.builtin) are left out.
-func moduleOrder(k kernel, want []string) ([]string, error) {
+func moduleOrder(ctx context.Context, k kernel, want []string) ([]string, error) {
 	paths := map[string]string{}
 	err := filepath.WalkDir(filepath.Join(k.modules, "kernel"), func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if !d.IsDir() && strings.HasSuffix(p, ".ko") {
+		if !d.IsDir() && (strings.HasSuffix(p, ".ko") || strings.HasSuffix(p, ".ko.xz")) {
 			paths[modName(p)] = p
 		}
 		return nil
@@ -201,7 +193,9 @@ func moduleOrder(k kernel, want []string) ([]string, error) {
 		return nil, fmt.Errorf("modules: %w", err)
 	}
 	builtin := map[string]bool{}
-	if b, err := os.ReadFile(filepath.Join(k.modules, "modules.builtin")); err == nil {
+	b, err := os.ReadFile(filepath.Join(k.modules, "modules.builtin"))
+	noList := errors.Is(err, fs.ErrNotExist) // split packages (sid) ship none
+	if err == nil {
 		for _, l := range strings.Fields(string(b)) {
 			builtin[modName(l)] = true
 		}
@@ -217,10 +211,17 @@ func moduleOrder(k kernel, want []string) ([]string, error) {
 			return fmt.Errorf("modules: dependency loop at %s", m)
 		}
 		p, ok := paths[m]
+		if !ok && noList {
+			return nil // no module of that name: built in
+		}
 		if !ok {
 			return fmt.Errorf("modules: %s is neither a module nor built in", m)
 		}
 		state[m] = 1
+		p, err := unxz(ctx, p)
+		if err != nil {
+			return fmt.Errorf("modules: %w", err)
+		}
 		ko, err := os.ReadFile(p)
 		if err != nil {
 			return fmt.Errorf("modules: %w", err)
@@ -251,15 +252,7 @@ type image struct {
 // buildImage fetches and builds everything the guest needs and writes its
 // initramfs into dir.
 func (c *cache) buildImage(ctx context.Context, g *guest, dir string) (image, error) {
-	kpkg, err := resolveMeta(ctx, g.kernelMeta, g.debArch)
-	if err != nil {
-		return image{}, err
-	}
-	ktree, err := c.deb(ctx, kpkg, g.debArch)
-	if err != nil {
-		return image{}, err
-	}
-	k, err := findKernel(ktree)
+	k, err := c.kernel(ctx, g)
 	if err != nil {
 		return image{}, err
 	}
@@ -267,7 +260,7 @@ func (c *cache) buildImage(ctx context.Context, g *guest, dir string) (image, er
 	if err != nil {
 		return image{}, err
 	}
-	mods, err := moduleOrder(k, g.modules)
+	mods, err := moduleOrder(ctx, k, g.modules)
 	if err != nil {
 		return image{}, err
 	}

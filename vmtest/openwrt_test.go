@@ -349,7 +349,7 @@ func (c *cache) buildOpenWrt(ctx context.Context, img owImage, root, pkgDir, nex
 	if err != nil {
 		return "", "", err
 	}
-	mods, err := moduleOrder(k, a.modules)
+	mods, err := moduleOrder(ctx, k, a.modules)
 	if err != nil {
 		return "", "", err
 	}

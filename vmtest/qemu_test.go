@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/packet-steering/packet-steering/internal/netnstest"
+	"github.com/packet-steering/packet-steering/platform"
 )
 
 // echoPort is the UDP echo server's port on the host side of the taps.
@@ -53,6 +54,14 @@ type guest struct {
 	// (the router build's daemon in mode adaptive, a CPU hog and traffic
 	// into one rx queue; init.sh adaptive_check).
 	adaptive bool
+
+	// suite is the Debian suite the kernel comes from through a source
+	// list of the test's own (kernels_test.go); "" the system's sources.
+	suite string
+	// wantNetlink is the netdev netlink status the snapshot must show:
+	// "ok" or "unavailable" (a prefix); wantRxSource how the multi-queue
+	// NIC's rx queues must be paired (netlink_check_test.go).
+	wantNetlink, wantRxSource string
 }
 
 // nics is how many NICs the guest gets.
@@ -77,8 +86,13 @@ func guests() []*guest {
 			cmdline: "no_timer_check",
 			modules: []string{"virtio_pci", "virtio_net"},
 			count:   1000, timeout: 8 * time.Minute,
-			adaptive: true,
+			adaptive:    true,
+			wantNetlink: "unavailable", wantRxSource: platform.SourceNAPIOrder,
 		},
+		// OpenWrt 25.12's kernel series and the newest Debian kernel,
+		// one boot each without the adaptive check (kernels_test.go).
+		x86Kernel("x86_64-6.12", "trixie", "ok", platform.SourceNAPIOrder),
+		x86Kernel("x86_64-sid", "sid", "ok", platform.SourceNetlink),
 		{
 			name: "arm64", debArch: "arm64", kernelMeta: "linux-image-arm64", goarch: "arm64",
 			qemu:    "qemu-system-aarch64",
@@ -86,7 +100,8 @@ func guests() []*guest {
 			console: "ttyAMA0", cpus: 4, queues: 4,
 			modules: []string{"virtio_pci", "virtio_net"},
 			count:   300, timeout: 8 * time.Minute,
-			adaptive: true,
+			adaptive:    true,
+			wantNetlink: "unavailable", wantRxSource: platform.SourceNAPIOrder,
 		},
 		{
 			name: "mipsel-malta", debArch: "mipsel", kernelMeta: "linux-image-4kc-malta", goarch: "mipsle", gomips: "softfloat",
@@ -94,7 +109,7 @@ func guests() []*guest {
 			machine: []string{"-M", "malta", "-cpu", "24Kf", "-m", "256"},
 			console: "ttyS0", cpus: 1,
 			timeout:    5 * time.Minute,
-			wantPolicy: "single-cpu",
+			wantPolicy: "single-cpu", wantNetlink: "unavailable",
 		},
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
+	"sort"
 	"strings"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
@@ -111,8 +113,50 @@ func printQueues(w io.Writer, machine string, devs []steering.DeviceQueues) erro
 			i = j + 1
 		}
 		printPhyThreads(tw, d.Threads) // queues_boards.go
+		if src := pairingSources(d); src != "" {
+			fmt.Fprintf(tw, "  paired by: %s\n", src)
+		}
 	}
 	return tw.Flush()
+}
+
+// pairingSources lists how the device's queues are known to be served
+// ("netlink", or the inference rules' names), sorted; "" when no queue
+// is paired.
+func pairingSources(d steering.DeviceQueues) string {
+	var srcs []string
+	for _, q := range d.Rx {
+		srcs = appendSources(srcs, q.NAPI, q.IRQ)
+	}
+	for _, q := range d.Tx {
+		srcs = appendSources(srcs, q.NAPI, q.IRQ)
+	}
+	sort.Strings(srcs)
+	return strings.Join(srcs, ", ")
+}
+
+// appendSources adds a queue's thread and IRQ sources not yet in srcs.
+func appendSources(srcs []string, n *steering.NAPIView, q *steering.IRQView) []string {
+	for _, s := range [2]string{sourceOf(n), irqSourceOf(q)} {
+		if s != "" && !slices.Contains(srcs, s) {
+			srcs = append(srcs, s)
+		}
+	}
+	return srcs
+}
+
+func sourceOf(n *steering.NAPIView) string {
+	if n == nil {
+		return ""
+	}
+	return n.Source
+}
+
+func irqSourceOf(q *steering.IRQView) string {
+	if q == nil {
+		return ""
+	}
+	return q.Source
 }
 
 // servedBy shows the thread and IRQ serving a queue, each with its live

@@ -618,10 +618,21 @@ return view.extend({
 					n > 16 ? String(c) : _('CPU %d').format(c)
 				]));
 
-			var row = function(queue, sub, marks, kinds, moved) {
+			/* How the queue's thread and IRQ are known to serve it: the
+			 * kernel's netlink map or an inference rule (get_queues source). */
+			var pairedBy = function(q) {
+				var s = [];
+				[ q.napi, q.irq ].forEach(function(o) {
+					if (o && o.source && s.indexOf(o.source) < 0)
+						s.push(o.source);
+				});
+				return s.length ? _('paired by: %s').format(s.join(', ')) : '';
+			};
+
+			var row = function(queue, sub, marks, kinds, moved, paired) {
 				var head = [
 					E('b', {}, [ queue ]),
-					E('small', {}, [ sub.join(' \u00b7 ') || _('no NAPI thread or IRQ of its own') ])
+					E('small', paired ? { 'title': paired } : {}, [ sub.join(' \u00b7 ') || _('no NAPI thread or IRQ of its own') ])
 				];
 				if (moved)
 					head.push(E('small', { 'class': 'ps-adaptive-mark', 'title': moved.reason || '' }, [
@@ -665,7 +676,7 @@ return view.extend({
 					sub.push(_('IRQ %d %s').format(rx.irq.irq, rx.irq.name || ''));
 				if (rx.rps_flow_cnt)
 					sub.push(_('%d flows').format(rx.rps_flow_cnt));
-				row(rx.queue, sub, queueMarks(rx), [ 'irq', 'napi', 'rps' ], rx.adaptive);
+				row(rx.queue, sub, queueMarks(rx), [ 'irq', 'napi', 'rps' ], rx.adaptive, pairedBy(rx));
 			});
 
 			/* Tx queues completed by one thread (mtk_soc_eth has one for all
@@ -689,7 +700,7 @@ return view.extend({
 				var irq = txOwnIRQ(dev, tx);
 				if (irq)
 					sub.push(_('IRQ %d %s').format(irq.irq, irq.name || ''));
-				row(label, sub, txMarks(dev, tx), [ 'irq', 'napi', 'xps' ]);
+				row(label, sub, txMarks(dev, tx), [ 'irq', 'napi', 'xps' ], null, pairedBy(tx));
 				i = j;
 			}
 
