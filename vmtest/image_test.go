@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -46,6 +47,11 @@ func runCmd(ctx context.Context, dir string, env []string, name string, args ...
 type cache struct {
 	repo string // repository root
 	dir  string
+	// debMu serialises deb: guests booted in parallel (t.Parallel) ask for
+	// the same kernel package, and one apt-get download and one unpack of
+	// it must not race another (a fresh cache failed with a rename of the
+	// other's temporary tree).
+	debMu sync.Mutex
 }
 
 func newCache(repo string) (*cache, error) {
@@ -84,6 +90,8 @@ func parseDepends(out, prefix string) (string, error) {
 // deb downloads pkg for arch into deb/ unless a copy is there, unpacks it
 // into x/ unless done before, and returns the unpacked tree.
 func (c *cache) deb(ctx context.Context, pkg, arch string, apt ...string) (string, error) {
+	c.debMu.Lock()
+	defer c.debMu.Unlock()
 	debDir := filepath.Join(c.dir, "deb")
 	find := func() string {
 		m, _ := filepath.Glob(filepath.Join(debDir, pkg+"_*_"+arch+".deb"))
@@ -106,8 +114,11 @@ func (c *cache) deb(ctx context.Context, pkg, arch string, apt ...string) (strin
 	if _, err := os.Stat(tree); err == nil {
 		return tree, nil
 	}
-	tmp := tree + ".tmp"
-	_ = os.RemoveAll(tmp)
+	tmp, err := os.MkdirTemp(filepath.Dir(tree), filepath.Base(tree)+".tmp")
+	if err != nil {
+		return "", fmt.Errorf("unpack %s: %w", file, err)
+	}
+	defer os.RemoveAll(tmp)
 	if _, err := runCmd(ctx, "", nil, "dpkg-deb", "-x", file, tmp); err != nil {
 		return "", fmt.Errorf("unpack %s: %w", file, err)
 	}
