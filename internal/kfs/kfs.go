@@ -208,11 +208,15 @@ func (r *Reader) Open(path string) (Dir, error) {
 // so the read that would return 0 is not made. Multi-record seq files
 // (proc/interrupts, proc/net/softnet_stat) may return short reads before
 // their end: read them with File.
+//
+//go:noinline
 func (r *Reader) Attr(d Dir, parts ...string) ([]byte, error) {
 	return r.read(d, parts, true)
 }
 
 // File reads the file parts (joined by '/') below d to its end.
+//
+//go:noinline
 func (r *Reader) File(d Dir, parts ...string) ([]byte, error) {
 	return r.read(d, parts, false)
 }

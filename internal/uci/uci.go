@@ -189,6 +189,8 @@ func (p *Package) Section(ref string) *Section {
 }
 
 // SectionsOfType returns the sections of type typ in file order (nil if none).
+//
+//go:noinline
 func (p *Package) SectionsOfType(typ string) []*Section {
 	if p == nil {
 		return nil
@@ -216,6 +218,8 @@ func (p *Package) Get(sectionRef, option string) (string, bool) {
 // Get returns the value of the plain option named option. It reports false
 // when the option is absent or is a list: a list has no single value, and
 // taking its first item would hide the others (use List).
+//
+//go:noinline
 func (s *Section) Get(option string) (string, bool) {
 	o := s.option(option)
 	if o == nil || o.IsList || len(o.Values) == 0 {
@@ -235,6 +239,8 @@ func (s *Section) List(option string) []string {
 	return append([]string(nil), o.Values...)
 }
 
+//
+//go:noinline
 func (s *Section) option(name string) *Option {
 	if s == nil {
 		return nil
