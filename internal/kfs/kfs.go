@@ -152,6 +152,7 @@ func (r *Reader) cpath(parts []string) ([]byte, bool) {
 	return p, true
 }
 
+//go:noinline
 func join(parts []string) string { return strings.Join(parts, "/") }
 
 // openat opens parts below d, retrying on EINTR.

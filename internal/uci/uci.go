@@ -128,6 +128,7 @@ func ValidPackageName(s string) bool { return validStr(s, true, true) }
 // printable ASCII without space (libuci uci_validate_type).
 func ValidType(s string) bool { return validStr(s, false, false) }
 
+//go:noinline
 func validStr(s string, name, pkg bool) bool {
 	if s == "" {
 		return false
