@@ -232,6 +232,8 @@ func (r *Reader) read(d Dir, parts []string, shortIsEOF bool) ([]byte, error) {
 }
 
 // CloseFd closes fd (from OpenFile), counted in r.Count.
+//
+//go:noinline
 func (r *Reader) CloseFd(fd int) { r.close(fd) }
 
 // close closes fd, counted.

@@ -177,6 +177,8 @@ func (a MsgAttr) String() (string, error) {
 }
 
 // Blobmsg decodes the attribute's payload as a blobmsg table payload.
+//
+//go:noinline
 func (a MsgAttr) Blobmsg() ([]Attr, error) { return DecodeAttrs(a.Data, false) }
 
 // HeaderLen is the size of the message header.
