@@ -60,6 +60,8 @@ func (l *Logger) Debug(msg string, args ...any) {
 }
 
 // Info logs msg and key-value pairs at level INFO.
+//
+//go:noinline
 func (l *Logger) Info(msg string, args ...any) { l.log(sevInfo, "INFO", msg, args) }
 
 // Notice logs msg and key-value pairs at level NOTICE: a normal but
@@ -67,9 +69,13 @@ func (l *Logger) Info(msg string, args ...any) { l.log(sevInfo, "INFO", msg, arg
 func (l *Logger) Notice(msg string, args ...any) { l.log(sevNotice, "NOTICE", msg, args) }
 
 // Warn logs msg and key-value pairs at level WARN.
+//
+//go:noinline
 func (l *Logger) Warn(msg string, args ...any) { l.log(sevWarning, "WARN", msg, args) }
 
 // Error logs msg and key-value pairs at level ERROR.
+//
+//go:noinline
 func (l *Logger) Error(msg string, args ...any) { l.log(sevErr, "ERROR", msg, args) }
 
 func (l *Logger) log(sev int, level, msg string, args []any) {

@@ -240,6 +240,8 @@ type builder struct {
 }
 
 // pairing returns the snapshot's queue pairing, made on first use.
+//
+//go:noinline
 func (b *builder) pairing() *Pairing {
 	if b.pair == nil {
 		b.pair = PairQueues(b.snap)

@@ -174,6 +174,7 @@ func lockedIsCurrent(dirfd int, rel string, fd int) (*unix.Stat_t, bool, error) 
 	return &held, held.Dev == now.Dev && held.Ino == now.Ino, nil
 }
 
+//go:noinline
 func firstOfType(p *uci.Package, typ string) *uci.Section {
 	if s := p.SectionsOfType(typ); len(s) > 0 {
 		return s[0]

@@ -48,6 +48,8 @@ func NewFS(root string) (FS, error) {
 func (f FS) Root() string { return f.root }
 
 // Path joins a relative path below the root.
+//
+//go:noinline
 func (f FS) Path(rel ...string) string {
 	return filepath.Join(append([]string{f.root}, rel...)...)
 }

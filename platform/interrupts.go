@@ -417,6 +417,8 @@ func cutLast(s, sep string) (before, after string, ok bool) {
 
 // atoiStrict parses a non-negative decimal without sign or leading zeros
 // (except "0") and with a sane bound.
+//
+//go:noinline
 func atoiStrict(s string) (int, bool) {
 	if s == "" || len(s) > 6 || (len(s) > 1 && s[0] == '0') {
 		return 0, false

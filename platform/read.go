@@ -27,6 +27,8 @@ func Read(ctx context.Context, root string) (*Snapshot, error) {
 }
 
 // Read reads the machine below f's root; see the package-level Read.
+//
+//go:noinline
 func (f FS) Read(ctx context.Context) (*Snapshot, error) {
 	return f.readWith(ctx, nil, readAll, nil, nil, nil)
 }

@@ -291,6 +291,8 @@ func (q *IRQ) TxQueue() int {
 }
 
 // Device returns the netdev named name, nil when the snapshot has none.
+//
+//go:noinline
 func (s *Snapshot) Device(name string) *Device {
 	for i := range s.Devices {
 		if s.Devices[i].Name == name {

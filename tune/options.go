@@ -19,6 +19,7 @@ import (
 // ErrUsage marks a command-line mistake: nothing was changed.
 var ErrUsage = errors.New("usage")
 
+//go:noinline
 func usagef(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, a...))
 }

@@ -245,6 +245,7 @@ func (s *sweep) Run(ctx context.Context) (rep *report, err error) {
 	return rep, nil
 }
 
+//go:noinline
 func (s *sweep) progress(format string, a ...any) {
 	if s.Progress != nil {
 		fmt.Fprintf(s.Progress, "tune: "+format+"\n", a...)

@@ -564,6 +564,8 @@ func EventData(reason string, res *steering.Result) []ubus.Attr {
 
 // intAttr encodes an integer as the stock CLI would: int32 when it fits,
 // else int64.
+//
+//go:noinline
 func intAttr(name string, v int64) ubus.Attr {
 	if v >= math.MinInt32 && v <= math.MaxInt32 {
 		return ubus.Int32(name, int32(v))

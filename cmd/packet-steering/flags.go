@@ -29,6 +29,8 @@ type subcommand struct {
 // newSubcommand starts the scaffold of one subcommand. usage is the
 // synopsis ("plan [--root DIR] ..."), about what the command does, in one
 // or a few lines ("" for none).
+//
+//go:noinline
 func newSubcommand(env *cliEnv, name, usage, about string) *subcommand {
 	c := &subcommand{fs: flag.NewFlagSet(name, flag.ContinueOnError), env: env, usage: usage, about: about}
 	c.fs.SetOutput(env.stderr)
@@ -44,12 +46,16 @@ func newSubcommand(env *cliEnv, name, usage, about string) *subcommand {
 
 // withRoot adds --root DIR (default "/"): the machine is read (and written)
 // below it. parse refuses a root that is not an existing directory.
+//
+//go:noinline
 func (c *subcommand) withRoot() *subcommand {
 	c.root = c.fs.String("root", "/", "machine root `DIR` (a fixture root in tests)")
 	return c
 }
 
 // withJSON adds --json; what says what is printed as JSON.
+//
+//go:noinline
 func (c *subcommand) withJSON(what string) *subcommand {
 	c.json = c.fs.Bool("json", false, what)
 	return c

@@ -42,6 +42,7 @@ type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
 
+//go:noinline
 func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
 
 func commands() map[string]command {

@@ -4,6 +4,11 @@
 // bitmap_parse) and the cpu list ("0-3,8"; cpu/online, Cpus_allowed_list,
 // smp_affinity_list; printed with %*pbl). It is a leaf: it imports only the
 // standard library, so platform, steering and everything above share it.
+//
+// The set operations carry //go:noinline: they are called from hundreds
+// of places in the plan rules, and inlining each call (with its make and
+// copy) cost about 8 KB of the xz-compressed router binary (make size)
+// for no measurable gain in a plan built a few times a minute at most.
 package cpuset
 
 import (
@@ -30,6 +35,8 @@ type Set struct {
 }
 
 // Of returns the set holding cpus. Negative numbers are ignored.
+//
+//go:noinline
 func Of(cpus ...int) Set {
 	var s Set
 	for _, c := range cpus {
@@ -40,6 +47,8 @@ func Of(cpus ...int) Set {
 
 // Range returns the set of CPUs first..last inclusive (empty when
 // last < first or first < 0).
+//
+//go:noinline
 func Range(first, last int) Set {
 	if first < 0 || last < first {
 		return Set{}
@@ -52,6 +61,8 @@ func Range(first, last int) Set {
 }
 
 // Add returns the set with cpu added. A negative cpu leaves it unchanged.
+//
+//go:noinline
 func (c Set) Add(cpu int) Set {
 	if cpu < 0 {
 		return c
@@ -67,6 +78,8 @@ func (c Set) Add(cpu int) Set {
 }
 
 // Remove returns the set without cpu.
+//
+//go:noinline
 func (c Set) Remove(cpu int) Set {
 	if !c.Has(cpu) {
 		return c
@@ -78,6 +91,8 @@ func (c Set) Remove(cpu int) Set {
 }
 
 // Union returns the CPUs in c or o.
+//
+//go:noinline
 func (c Set) Union(o Set) Set {
 	a, b := c.w, o.w
 	if len(a) < len(b) {
@@ -92,6 +107,8 @@ func (c Set) Union(o Set) Set {
 }
 
 // Intersect returns the CPUs in both c and o.
+//
+//go:noinline
 func (c Set) Intersect(o Set) Set {
 	n := min(len(c.w), len(o.w))
 	w := make([]uint64, n)
@@ -102,6 +119,8 @@ func (c Set) Intersect(o Set) Set {
 }
 
 // Has reports whether cpu is in the set.
+//
+//go:noinline
 func (c Set) Has(cpu int) bool {
 	if cpu < 0 || cpu/64 >= len(c.w) {
 		return false
@@ -110,6 +129,8 @@ func (c Set) Has(cpu int) bool {
 }
 
 // Len is the number of CPUs in the set.
+//
+//go:noinline
 func (c Set) Len() int {
 	n := 0
 	for _, x := range c.w {
@@ -119,6 +140,8 @@ func (c Set) Len() int {
 }
 
 // IsEmpty reports whether the set holds no CPU.
+//
+//go:noinline
 func (c Set) IsEmpty() bool {
 	for _, x := range c.w {
 		if x != 0 {
@@ -129,6 +152,8 @@ func (c Set) IsEmpty() bool {
 }
 
 // Max is the highest CPU in the set, -1 when it is empty.
+//
+//go:noinline
 func (c Set) Max() int {
 	for i := len(c.w) - 1; i >= 0; i-- {
 		if c.w[i] != 0 {
@@ -139,6 +164,8 @@ func (c Set) Max() int {
 }
 
 // CPUs lists the CPUs in ascending order.
+//
+//go:noinline
 func (c Set) CPUs() []int {
 	out := make([]int, 0, c.Len())
 	for i, x := range c.w {
@@ -152,6 +179,8 @@ func (c Set) CPUs() []int {
 }
 
 // Equal reports whether both sets hold the same CPUs.
+//
+//go:noinline
 func (c Set) Equal(o Set) bool {
 	a, b := c.w, o.w
 	if len(a) < len(b) {

@@ -152,6 +152,7 @@ func (r *Reader) cpath(parts []string) ([]byte, bool) {
 	return p, true
 }
 
+//go:noinline
 func join(parts []string) string { return strings.Join(parts, "/") }
 
 // openat opens parts below d, retrying on EINTR.
@@ -208,11 +209,15 @@ func (r *Reader) Open(path string) (Dir, error) {
 // so the read that would return 0 is not made. Multi-record seq files
 // (proc/interrupts, proc/net/softnet_stat) may return short reads before
 // their end: read them with File.
+//
+//go:noinline
 func (r *Reader) Attr(d Dir, parts ...string) ([]byte, error) {
 	return r.read(d, parts, true)
 }
 
 // File reads the file parts (joined by '/') below d to its end.
+//
+//go:noinline
 func (r *Reader) File(d Dir, parts ...string) ([]byte, error) {
 	return r.read(d, parts, false)
 }
@@ -227,6 +232,8 @@ func (r *Reader) read(d Dir, parts []string, shortIsEOF bool) ([]byte, error) {
 }
 
 // CloseFd closes fd (from OpenFile), counted in r.Count.
+//
+//go:noinline
 func (r *Reader) CloseFd(fd int) { r.close(fd) }
 
 // close closes fd, counted.

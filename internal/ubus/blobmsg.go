@@ -108,6 +108,8 @@ func Array(name string, children ...Attr) Attr {
 }
 
 // Find returns the first attribute named name in attrs.
+//
+//go:noinline
 func Find(attrs []Attr, name string) (Attr, bool) {
 	for _, a := range attrs {
 		if a.Name == name {

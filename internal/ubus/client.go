@@ -197,6 +197,7 @@ func (c *Client) Conn() (*Conn, bool) {
 	return c.conn, c.conn != nil
 }
 
+//go:noinline
 func (c *Client) current() (*Conn, error) {
 	if conn, ok := c.Conn(); ok {
 		return conn, nil

@@ -242,6 +242,8 @@ func (s *jsonScanner) number(name string) (Attr, error) {
 }
 
 // intAttr is i as the CLI stores an integer: int32 when it fits, else int64.
+//
+//go:noinline
 func intAttr(name string, i int64) Attr {
 	if i >= math.MinInt32 && i <= math.MaxInt32 {
 		return Int32(name, int32(i))

@@ -125,6 +125,8 @@ type MsgAttr struct {
 }
 
 // U32Attr returns an attribute holding a 32-bit value.
+//
+//go:noinline
 func U32Attr(id AttrID, v uint32) MsgAttr {
 	return MsgAttr{ID: id, Data: binary.BigEndian.AppendUint32(nil, v)}
 }
@@ -133,6 +135,8 @@ func U32Attr(id AttrID, v uint32) MsgAttr {
 func U8Attr(id AttrID, v uint8) MsgAttr { return MsgAttr{ID: id, Data: []byte{v}} }
 
 // StringAttr returns an attribute holding a NUL-terminated string.
+//
+//go:noinline
 func StringAttr(id AttrID, s string) MsgAttr {
 	d := make([]byte, len(s)+1)
 	copy(d, s)
@@ -173,6 +177,8 @@ func (a MsgAttr) String() (string, error) {
 }
 
 // Blobmsg decodes the attribute's payload as a blobmsg table payload.
+//
+//go:noinline
 func (a MsgAttr) Blobmsg() ([]Attr, error) { return DecodeAttrs(a.Data, false) }
 
 // HeaderLen is the size of the message header.
@@ -190,6 +196,8 @@ type Message struct {
 
 // Get returns the last attribute with the id (the broker's parser also keeps
 // the last one).
+//
+//go:noinline
 func (m *Message) Get(id AttrID) (MsgAttr, bool) {
 	for i := len(m.Attrs) - 1; i >= 0; i-- {
 		if m.Attrs[i].ID == id {

@@ -42,6 +42,8 @@ func AttrsFromValue(v any) ([]Attr, error) {
 // TextUnmarshaler (time.Time) from a string; an empty interface receives
 // map[string]any, []any, float64, string, bool or nil. A value of the wrong
 // kind is an error.
+//
+//go:noinline
 func AttrsToValue(attrs []Attr, v any) error {
 	var c ValueCodec
 	return c.Decode(attrs, v)

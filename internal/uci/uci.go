@@ -128,6 +128,7 @@ func ValidPackageName(s string) bool { return validStr(s, true, true) }
 // printable ASCII without space (libuci uci_validate_type).
 func ValidType(s string) bool { return validStr(s, false, false) }
 
+//go:noinline
 func validStr(s string, name, pkg bool) bool {
 	if s == "" {
 		return false
@@ -189,6 +190,8 @@ func (p *Package) Section(ref string) *Section {
 }
 
 // SectionsOfType returns the sections of type typ in file order (nil if none).
+//
+//go:noinline
 func (p *Package) SectionsOfType(typ string) []*Section {
 	if p == nil {
 		return nil
@@ -216,6 +219,8 @@ func (p *Package) Get(sectionRef, option string) (string, bool) {
 // Get returns the value of the plain option named option. It reports false
 // when the option is absent or is a list: a list has no single value, and
 // taking its first item would hide the others (use List).
+//
+//go:noinline
 func (s *Section) Get(option string) (string, bool) {
 	o := s.option(option)
 	if o == nil || o.IsList || len(o.Values) == 0 {
@@ -235,6 +240,8 @@ func (s *Section) List(option string) []string {
 	return append([]string(nil), o.Values...)
 }
 
+//
+//go:noinline
 func (s *Section) option(name string) *Option {
 	if s == nil {
 		return nil

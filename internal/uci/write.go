@@ -130,6 +130,8 @@ func (p *Package) mustSection(ref string) (*Section, error) {
 // backslash-quote, reopen-quote:
 //
 //	it's  ->  it'\''s
+//
+//go:noinline
 func escape(s string) string {
 	return strings.ReplaceAll(s, "'", `'\''`)
 }
