@@ -132,8 +132,13 @@ flood: build-router
 
 # Stripped static router binaries (-tags router) for mipsel_24kc (mipsle,
 # soft float) and aarch64, each with its size, xz -9e and gzip -9 sizes,
-# checked against mipsel_24kc's budget, SIZE_XZ_LIMIT and SIZE_GZ_LIMIT:
-# exit status 1 when one is over. Also the builds as the packages feed
+# checked against the budget of issue 20, which is mipsel_24kc's:
+# SIZE_XZ_LIMIT (what a squashfs image stores) and SIZE_GZ_LIMIT (the
+# package in the overlay); exit status 1 when one is over. aarch64 is held
+# to the package's gzip limit; its xz size is printed against the same
+# figure but not enforced: with the board rules and the netlink map it is
+# about 3% over 1 MiB (aarch64 routers carry 128 MiB of flash or more;
+# docs/design.md, "Size"). Also the builds as the packages feed
 # makes them (amd64 and mipsle: cgo, gcc, musl, dynamic), printed against
 # the static ones, not checked (scripts/size-feed.sh).
 size:
@@ -145,7 +150,8 @@ size:
 	@rc=0; for f in out/$(BIN)-mipsle out/$(BIN)-arm64; do \
 		n=$$(stat -c %s $$f); x=$$(xz -9e -c $$f | wc -c); g=$$(gzip -9 -c $$f | wc -c); \
 		printf '%-28s %8d bytes  xz %8d (limit %d)  gzip %8d (limit %d)\n' $$f $$n $$x $(SIZE_XZ_LIMIT) $$g $(SIZE_GZ_LIMIT); \
-		over=""; [ $$x -le $(SIZE_XZ_LIMIT) ] || over=" xz $$((x - $(SIZE_XZ_LIMIT)))"; \
+		over=""; [ $$x -le $(SIZE_XZ_LIMIT) ] || case $$f in *-mipsle) over=" xz $$((x - $(SIZE_XZ_LIMIT)))";; \
+			*) echo "size: $$f: xz $$((x - $(SIZE_XZ_LIMIT))) bytes over mipsel_24kc's xz budget (not enforced for aarch64)";; esac; \
 		[ $$g -le $(SIZE_GZ_LIMIT) ] || over="$$over gzip $$((g - $(SIZE_GZ_LIMIT)))"; \
 		if [ -n "$$over" ]; then echo "size: $$f is over the budget by$$over bytes" >&2; rc=1; fi; \
 	done; exit $$rc
