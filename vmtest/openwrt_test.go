@@ -13,7 +13,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -489,28 +488,9 @@ func bootOpenWrt(ctx context.Context, t *testing.T, img owImage, kern, initrd, l
 		"-append", strings.TrimSpace("console="+a.console+" rdinit=/sbin/init panic=-1 "+a.cmdline),
 		"-netdev", fmt.Sprintf("tap,id=n0,ifname=%s,script=no,downscript=no,vhost=off,queues=4", owTap),
 		"-device", "virtio-net-pci,netdev=n0,mq=on,vectors=10,romfile=")
-	cmd := exec.Command("ip", args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	stdout, err := cmd.StdoutPipe()
+	stdout, logf, stop, err := startQEMU(t, args, logPath)
 	if err != nil {
-		return "", fmt.Errorf("qemu: %w", err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("qemu: %w", err)
-	}
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			_ = cmd.Wait()
-		})
-	}
-	t.Cleanup(stop)
-	logf, err := os.Create(logPath)
-	if err != nil {
-		stop()
-		return "", fmt.Errorf("console log: %w", err)
+		return "", err
 	}
 	defer logf.Close()
 	var (

@@ -194,31 +194,9 @@ func boot(ctx context.Context, t *testing.T, g *guest, img image, logPath string
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	args := append([]string{"netns", "exec", ns.Name, g.qemu}, g.qemuArgs(img)...)
-	cmd := exec.Command("ip", args...)
-	// `ip netns exec` execs QEMU in this process: QEMU is killed with it
-	// when the test process dies, and removed here in every other case.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	stdout, err := cmd.StdoutPipe()
+	stdout, logf, stop, err := startQEMU(t, args, logPath)
 	if err != nil {
-		return "", fmt.Errorf("qemu: %w", err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("qemu: %w", err)
-	}
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			_ = cmd.Wait()
-		})
-	}
-	t.Cleanup(stop)
-
-	logf, err := os.Create(logPath)
-	if err != nil {
-		stop()
-		return "", fmt.Errorf("console log: %w", err)
+		return "", err
 	}
 	defer logf.Close()
 	var (
@@ -310,4 +288,37 @@ func repoRoot() (string, error) {
 		return "", err
 	}
 	return filepath.Dir(wd), nil
+}
+
+// startQEMU starts `ip ARGS...` (`ip netns exec NS qemu-system-...`) in a
+// process group of its own with its stderr on its stdout, and opens the
+// console log at logPath. `ip netns exec` execs QEMU in this process: QEMU
+// is killed with it when the test process dies (Pdeathsig), and stop (also
+// registered with t.Cleanup, safe to call more than once) kills the group
+// in every other case. The caller reads stdout and closes logf.
+func startQEMU(t *testing.T, args []string, logPath string) (stdout io.Reader, logf *os.File, stop func(), err error) {
+	cmd := exec.Command("ip", args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("qemu: %w", err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		return nil, nil, nil, fmt.Errorf("qemu: %w", err)
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+		})
+	}
+	t.Cleanup(stop)
+	logf, err = os.Create(logPath)
+	if err != nil {
+		stop()
+		return nil, nil, nil, fmt.Errorf("console log: %w", err)
+	}
+	return pipe, logf, stop, nil
 }
