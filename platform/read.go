@@ -174,6 +174,13 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 		} else {
 			sc = &scratch{}
 		}
+		// Back to the pool only once f and second read nothing more: the
+		// tail below (readEffective, a scope's threads and IRQs) still
+		// reads through f's buffers.
+		defer func() {
+			sc.bufs = [2]kfs.Reader{f.buffers(), second.buffers()}
+			f.pool.Put(sc)
+		}()
 	}
 	var cpuGaps, devGaps, procGaps, irqGaps, netGaps, idGaps, cfgGaps, nlGaps gaps
 	work := f.listDevices(&devGaps)
@@ -242,10 +249,6 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 	}
 	var writerGaps gaps
 	s.Writers = f.readWriters(&writerGaps, s.Processes)
-	if sc != nil {
-		sc.bufs = [2]kfs.Reader{f.buffers(), second.buffers()}
-		f.pool.Put(sc)
-	}
 	s.Devices = []Device{}
 	if work != nil {
 		s.Devices = work.finish(&devGaps)

@@ -80,34 +80,57 @@ func TestReaderSeesConfigChanges(t *testing.T) {
 	}
 }
 
-// Reads of one Reader may run at once (run with -race).
+// Reads of one Reader may run at once (run with -race), also reads of
+// different kinds: a status call's ReadInputs beside an apply's
+// ReadDecision, on a board whose IRQs are read after the parallel part
+// (r4s: IRQs of devices without NAPI threads, readEffective).
 func TestReaderConcurrent(t *testing.T) {
-	root := fixturetest.Root(t, "ipq807x", nil)
-	want := readRoot(t, root)
-	r := NewReader()
-	var wg sync.WaitGroup
-	errs := make(chan string, 8)
-	for i := 0; i < 4; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := 0; j < 5; j++ {
-				got, err := r.Read(context.Background(), root)
-				if err != nil {
-					errs <- err.Error()
-					return
-				}
-				if !reflect.DeepEqual(got, want) {
-					errs <- "snapshot differs"
-					return
-				}
+	for _, preset := range []string{"ipq807x", "r4s"} {
+		t.Run(preset, func(t *testing.T) {
+			root := fixturetest.Root(t, preset, nil)
+			r := NewReader()
+			reads := []struct {
+				name string
+				read func(context.Context, string) (*Snapshot, error)
+			}{
+				{"Read", r.Read},
+				{"ReadInputs", r.ReadInputs},
+				{"ReadDecision", r.ReadDecision},
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for e := range errs {
-		t.Error(e)
+			wants := make([]*Snapshot, len(reads))
+			for i, rd := range reads {
+				s, err := rd.read(context.Background(), root)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wants[i] = s
+			}
+			var wg sync.WaitGroup
+			errs := make(chan string, 8)
+			for i := 0; i < 4; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for j := 0; j < 6; j++ {
+						k := (i + j) % len(reads)
+						got, err := reads[k].read(context.Background(), root)
+						if err != nil {
+							errs <- err.Error()
+							return
+						}
+						if !reflect.DeepEqual(got, wants[k]) {
+							errs <- reads[k].name + ": snapshot differs"
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for e := range errs {
+				t.Error(e)
+			}
+		})
 	}
 }
 
