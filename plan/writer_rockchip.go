@@ -72,6 +72,7 @@ func (p rockchipHookPin) matches(name string) bool {
 // rockchipHookIRQ is one IRQ the hook pins on this machine.
 type rockchipHookIRQ struct {
 	irq  *platform.IRQ
+	dev  string // the netdev the hook means (eth1 for the R2S's xhci IRQ)
 	cpus cpuset.Set
 }
 
@@ -95,7 +96,7 @@ func rockchipHookIRQs(s *platform.Snapshot) (out []rockchipHookIRQ, ok bool) {
 		}
 		for _, q := range irqs {
 			if p.matches(q.Name) {
-				out = append(out, rockchipHookIRQ{irq: q, cpus: set})
+				out = append(out, rockchipHookIRQ{irq: q, dev: p.dev, cpus: set})
 				break
 			}
 		}
@@ -171,6 +172,10 @@ func handleRockchipHook(b *builder, s *platform.Snapshot, mode Mode) WriterStatu
 		st.IRQs = append(st.IRQs, h.irq.Number)
 	}
 	sort.Ints(st.IRQs)
+	var moved []string
+	if mode == ModeAuto || mode == ModeCustom || mode == ModeAdaptive {
+		moved = rpsOffHookIRQs(b, s, hook)
+	}
 	st.State = WriterDeferred
 	var why string
 	switch {
@@ -183,6 +188,52 @@ func handleRockchipHook(b *builder, s *platform.Snapshot, mode Mode) WriterStatu
 	default:
 		why = "the plan does not place all of them"
 	}
-	st.Text = what + " Here " + why + ", so those IRQs are left to it."
+	st.Text = what + " Here " + why + ", so those IRQs are left to it"
+	if len(moved) > 0 {
+		st.Text += ", and RPS is planned off the CPUs it gives them: " + strings.Join(moved, ", ")
+	}
+	st.Text += "."
 	return st
+}
+
+// rpsOffHookIRQs moves the single-CPU RPS target of a device without NAPI
+// threads off the CPU the deferred hook pins its IRQ to: that CPU already
+// does its receive work (the stock script keeps RPS off a device's NAPI
+// CPU for the same reason; planAroundIRQs does it for IRQs tied to a
+// device by name, which the R2S's USB NIC's xhci IRQ is not). The hook
+// writes after every apply, so its masks count, not what is read now.
+func rpsOffHookIRQs(b *builder, s *platform.Snapshot, hook []rockchipHookIRQ) []string {
+	pair := b.pairing()
+	pic := newPicture(b, s, nil)
+	// The hook's IRQs are receive work where it pins them.
+	for _, h := range hook {
+		if h.cpus.Len() == 1 {
+			pic.add(h.cpus.CPUs()[0], loadThread)
+		}
+	}
+	var moved []string
+	for _, h := range hook {
+		var d *platform.Device
+		for _, x := range sortedDevices(s) {
+			if x.Name == h.dev {
+				d = x
+			}
+		}
+		if d == nil || len(d.RxQueues) != 1 || pair.HasThreads(d.Name) || h.cpus.Len() == len(pic.ids) {
+			continue
+		}
+		c := b.plannedRPS(d.Name, d.RxQueues[0].Name)
+		if c < 0 || !h.cpus.Has(c) {
+			continue
+		}
+		to := pic.pick(loadRPS, h.cpus)
+		if to < 0 {
+			continue
+		}
+		pic.add(to, loadRPS)
+		pic.add(c, -loadRPS)
+		b.rps(d, d.RxQueues[0], cpuset.Of(to))
+		moved = append(moved, fmt.Sprintf("%s rx-0 from CPU%d to CPU%d", d.Name, c, to))
+	}
+	return moved
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -52,7 +53,16 @@ func TestRockchipHook(t *testing.T) {
 		}, ModeAuto, WriterTakenOver, []int{80, 130, 134}, nil, nil, nil, "irq 130 eth0 to CPU4"},
 		{"r6s-skew auto", "r6s-skew", nil, ModeAuto, WriterTakenOver, []int{80}, nil, nil, nil, "placement stands"},
 		{"r2s auto: equal cores, no IRQ rule: left to the hook", "r2s", nil, ModeAuto, WriterDeferred,
-			nil, []int{24, 25}, []string{"rps_cpus pppoe-wan/rx-0 c"}, []string{"irq_affinity "}, "its cores are equal"},
+			nil, []int{24, 25}, []string{"rps_cpus pppoe-wan/rx-0 c", "rps_cpus eth1/rx-0 8"}, []string{"irq_affinity "},
+			"its cores are equal, and the plan pins NIC IRQs only to tell big cores from little ones: nothing measured says its one NIC per CPU is worse, so those IRQs are left to it, and RPS is planned off the CPUs it gives them: eth1 rx-0 from CPU2 to CPU3."},
+		{"r2s legacy: the stock rule's RPS as the stock script writes it", "r2s", nil, ModeLegacy, WriterDeferred,
+			nil, []int{24, 25}, []string{"rps_cpus eth1/rx-0 4"}, []string{"irq_affinity "}, "mode legacy places no IRQs, so those IRQs are left to it."},
+		{"r2s after the hook ran (xhci IRQ on CPU2): left to it, eth1's RPS planned off that CPU", "r2s", func(s *platform.Snapshot) {
+			hookRan(s, map[int]string{24: "1", 25: "2"})
+		}, ModeAuto, WriterDeferred, nil, []int{24, 25}, []string{"rps_cpus eth0/rx-0 1"}, []string{"irq_affinity ", "rps_cpus eth1/rx-0 4\n"}, "its cores are equal"},
+		{"r5s after the hook ran: each NIC's RPS off its IRQ's CPU", "r5s", func(s *platform.Snapshot) {
+			hookRan(s, map[int]string{45: "1", 97: "2", 98: "3"})
+		}, ModeAuto, WriterDeferred, nil, []int{45, 97, 98}, nil, []string{"irq_affinity ", "rps_cpus eth0/rx-0 2\n", "rps_cpus eth1/rx-0 4\n", "rps_cpus eth2/rx-0 8\n"}, ""},
 		{"r5s auto: equal cores", "r5s", nil, ModeAuto, WriterDeferred, nil, []int{45, 97, 98}, nil, []string{"irq_affinity "},
 			"irq 98 eth2 to CPU3"},
 		{"a big.LITTLE board the hook pins to little cores (armsom,sige7 masks 2 and 4): auto's big cores are better", "r4s",
@@ -105,6 +115,17 @@ func TestRockchipHook(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// hookRan sets the IRQs as the hook leaves them: IRQ number ->
+// effective_affinity_list (one CPU), smp_affinity its mask.
+func hookRan(s *platform.Snapshot, cpus map[int]string) {
+	for i := range s.IRQs {
+		if c, ok := cpus[s.IRQs[i].Number]; ok {
+			set, _ := cpuset.ParseList(c)
+			s.IRQs[i].SMPAffinity, s.IRQs[i].Effective = set.Mask(), c
+		}
 	}
 }
 
