@@ -159,3 +159,67 @@ func TestRockchipHookMatch(t *testing.T) {
 		t.Errorf("FriendlyWrt's board name is not among OpenWrt's cases")
 	}
 }
+
+// hookWrites returns a copy of s as the hook leaves it after an event:
+// its masks written to the IRQs it finds.
+func hookWrites(s *platform.Snapshot) *platform.Snapshot {
+	c := *s
+	c.IRQs = append([]platform.IRQ(nil), s.IRQs...)
+	hook, _ := rockchipHookIRQs(&c)
+	for _, h := range hook {
+		for i := range c.IRQs {
+			if c.IRQs[i].Number == h.irq.Number {
+				c.IRQs[i].SMPAffinity, c.IRQs[i].Effective = h.cpus.KernelMask(len(s.CPUs)), h.cpus.List()
+			}
+		}
+	}
+	return &c
+}
+
+// Events in a row (apply, the hook, the apply after it, ...): on every
+// rockchip preset the apply after the hook settles (it writes nothing
+// after the second event: no tug of war with the hook), except where the
+// plan moves the hook's IRQs to bigger cores, where each apply after the
+// hook puts them back on the plan's CPUs.
+func TestRockchipHookEvents(t *testing.T) {
+	for _, tt := range []struct {
+		preset, board string
+		fights        []string // IRQ targets the apply rewrites after every hook run
+	}{
+		{"r2s", "", nil},
+		{"r4s", "", nil},
+		{"r5s", "", nil},
+		{"r6s", "", nil},
+		{"r6s-skew", "", nil},
+		{"r4s", "armsom,sige7", []string{"irq 24 eth0", "irq 88 eth1"}},
+	} {
+		t.Run(tt.preset+" "+tt.board, func(t *testing.T) {
+			s := copySnap(presetSnapshot(t, tt.preset))
+			if tt.board != "" {
+				s.Identity.Board = tt.board
+			}
+			for _, mode := range []Mode{ModeAuto, ModeLegacy} {
+				state := s
+				var last *Plan
+				for event := 0; event < 3; event++ {
+					last = mustPlan(t, state, mode)
+					state = hookWrites(applyToSnapshot(state, last))
+				}
+				again := mustPlan(t, state, mode)
+				var fights []string
+				for _, a := range again.Actions {
+					if !a.Holds() {
+						fights = append(fights, a.Target())
+					}
+				}
+				want := tt.fights
+				if mode == ModeLegacy {
+					want = nil // the stock rule places no IRQs
+				}
+				if strings.Join(fights, ",") != strings.Join(want, ",") {
+					t.Errorf("%s: after the hook the apply rewrites %v, want %v", mode, fights, want)
+				}
+			}
+		})
+	}
+}
