@@ -129,6 +129,7 @@ func handleRockchipHook(b *builder, s *platform.Snapshot, mode Mode) WriterStatu
 		return 1
 	}
 	var hookParts, planParts, short []string
+	var pinned []int
 	taken := true
 	for _, h := range hook {
 		hookParts = append(hookParts, fmt.Sprintf("irq %d %s to %s", h.irq.Number, h.irq.Name, cpuWord(h.cpus)))
@@ -152,14 +153,17 @@ func handleRockchipHook(b *builder, s *platform.Snapshot, mode Mode) WriterStatu
 			}
 		}
 		planParts = append(planParts, fmt.Sprintf("irq %d on %s", h.irq.Number, cpuWord(planned)))
+		pinned = append(pinned, h.irq.Number)
 	}
 	what := fmt.Sprintf("/etc/hotplug.d/net/40-net-smp-affinity pins %s on %s after every new netdev (%s).",
 		strings.Join(hookParts, ", "), s.Identity.Board, rockchipHookEvidence)
+	if taken && len(pinned) == 0 {
+		st.State = WriterInactive
+		st.Text = what + " The kernel refuses every one of those writes."
+		return st
+	}
 	if taken {
-		st.State = WriterTakenOver
-		for _, h := range hook {
-			st.Pinned = append(st.Pinned, h.irq.Number)
-		}
+		st.State, st.Pinned = WriterTakenOver, pinned
 		sort.Ints(st.Pinned)
 		st.Text = what + " The plan places them on cores as big or bigger (" + strings.Join(planParts, ", ") +
 			") and packet-steering applies again after the hook on every new netdev, so the plan's placement stands; removing packet-steering runs the hook again."

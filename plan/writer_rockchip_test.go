@@ -79,7 +79,12 @@ func TestRockchipHook(t *testing.T) {
 		}, ModeAuto, WriterInactive, nil, nil, nil, nil, "writes nothing"},
 		{"eth0's IRQ refused by the kernel: the rest is taken over", "r4s", func(s *platform.Snapshot) {
 			s.IRQs[0].Refused = "write proc/irq/24/smp_affinity: invalid argument"
-		}, ModeAuto, WriterTakenOver, []int{24, 88}, nil, []string{"irq_affinity irq 88 eth1 20"}, []string{"irq_affinity irq 24 "}, ""},
+		}, ModeAuto, WriterTakenOver, []int{88}, nil, []string{"irq_affinity irq 88 eth1 20"}, []string{"irq_affinity irq 24 "}, ""},
+		{"every IRQ of the hook refused: it writes nothing that sticks", "r4s", func(s *platform.Snapshot) {
+			for i := range s.IRQs {
+				s.IRQs[i].Refused = "invalid argument"
+			}
+		}, ModeAuto, WriterInactive, nil, nil, nil, []string{"irq_affinity "}, "refuses every one"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
