@@ -40,11 +40,16 @@ import (
 //     reports descriptor overruns without it; older versions pinned the
 //     ath11k rings, copy engines and USB), the ipq95xx one the EDMA
 //     rings: those IRQs and the eth0 NAPI threads are left to it.
-//   - rockchip's hotplug.d/net/40-net-smp-affinity: deferred. It runs after
-//     packet-steering's hotplug script on every new netdev and pins the IRQ
-//     of eth0..eth2 (and an xhci USB NIC) per board, one NIC per CPU; a
-//     hotplug script cannot be disabled without editing base-files, and
-//     nothing measured says its choice is worse. Those IRQs are left to it.
+//   - rockchip's hotplug.d/net/40-net-smp-affinity: taken over per board
+//     (writer_rockchip.go). It runs after packet-steering's hotplug script
+//     on every new netdev and pins the IRQ of eth0..eth2 (and an xhci USB
+//     NIC) per board. It cannot be disabled without editing base-files, so
+//     packet-steering's hotplug script applies again after it instead.
+//     Where the plan pins every IRQ it pins, on cores at least as big (the
+//     big.LITTLE boards: R4S, R6S, by cpu_capacity), the plan's placement
+//     stands; where the cores are equal (R2S, R5S) no rule here pins NIC
+//     IRQs and nothing measured says its one NIC per CPU is worse, so its
+//     IRQs are left to it, as on a board it has no case for.
 //   - irqbalance (packages feed): when it runs, IRQ placement is left to
 //     it, except the IRQs listed as `banirq` in /etc/config/irqbalance,
 //     which irqbalance never moves and the plan pins.
@@ -70,8 +75,9 @@ type WriterStatus struct {
 	Path  string `json:"path,omitempty"`
 	State string `json:"state"`
 	Text  string `json:"text"`
-	// IRQs and Threads are the knobs left to it (deferred), or the IRQs
-	// the plan pins although it runs (irqbalance's banirq).
+	// IRQs and Threads are the knobs left to it (deferred); Pinned the
+	// IRQs the plan pins although it runs (irqbalance's banirq, the
+	// rockchip hook's IRQs where it is taken over).
 	IRQs    []int `json:"irqs,omitempty"`
 	Threads []int `json:"threads,omitempty"`
 	Pinned  []int `json:"pinned,omitempty"`
@@ -187,9 +193,8 @@ func handleWriters(b *builder, s *platform.Snapshot, mode Mode) ([]WriterStatus,
 				st.State, st.Text = WriterInactive, "/etc/init.d/smp_affinity is disabled."
 			}
 		case platform.WriterRockchipIRQs:
-			st.State = WriterDeferred
-			st.IRQs, _ = deferKnobs(b, rockchipIRQ, false)
-			st.Text = "/etc/hotplug.d/net/40-net-smp-affinity pins the IRQs of eth0..eth2 per board after every new netdev: those IRQs are left to it."
+			r := handleRockchipHook(b, s, mode) // writer_rockchip.go
+			st.State, st.Text, st.IRQs, st.Pinned = r.State, r.Text, r.IRQs, r.Pinned
 		case platform.WriterIRQBalance:
 			if !w.Running && (!w.Enabled || w.ConfigOff) {
 				st.State, st.Text = WriterInactive, "irqbalance is installed but not running."

@@ -182,6 +182,65 @@ esac'
 smp_stub="$(printf '%s\n' "$stock_stub" | sed 's/stock /smp /; s/S25packet_steering/S93smp_affinity/; s#init.d/packet_steering#init.d/smp_affinity#')"
 own_stub="$(printf '%s\n' "$stock_stub" | sed 's/stock /own /; s/S25packet_steering/S25packet-steering/; s#init.d/packet_steering#init.d/packet-steering#')"
 
+# Stand-in for rockchip's hotplug script 40-net-smp-affinity (openwrt/openwrt
+# target/linux/rockchip/armv8/base-files, @c795a91; docs/platforms.md has
+# what it writes per board), written for these tests: on ACTION=add it
+# writes, for the board board_name names, one mask per device to
+# proc/irq/N/smp_affinity, N being the first proc/interrupts row that ends
+# in the device's name, looking again every second for up to 2 s (the
+# script: every 2 s for up to 10 s). Paths are below IPKG_INSTROOT; each
+# write is noted in $CALLS.
+rockchip_hook_standin='#!/bin/sh
+[ "$ACTION" = add ] || exit 0
+pin() { # MASK DEVICE-REGEX
+	n=0
+	while :; do
+		irq=$(grep -E -m 1 "$2\$" "${IPKG_INSTROOT}/proc/interrupts" | sed "s/:.*//; s/ //g")
+		[ -n "$irq" ] || [ "$n" -ge 2 ] && break
+		n=$((n + 1))
+		sleep 1
+	done
+	[ -n "$irq" ] || { echo "rockchip-hook found no irq for $2" >>"$CALLS"; return; }
+	mkdir -p "${IPKG_INSTROOT}/proc/irq/$irq"
+	echo "$1" >"${IPKG_INSTROOT}/proc/irq/$irq/smp_affinity"
+	echo "rockchip-hook wrote $irq $1" >>"$CALLS"
+}
+case "$(board_name)" in
+friendlyarm,nanopi-r2s) pin 2 eth0; pin 4 "xhci-hcd:usb[0-9]+" ;;
+friendlyarm,nanopi-r4s) pin 10 eth0; pin 20 eth1 ;;
+friendlyarm,nanopi-r5s) pin 2 eth0; pin 4 eth1; pin 8 eth2 ;;
+friendlyarm,nanopi-r6s) pin 10 eth0; pin 20 eth1; pin 40 eth2 ;;
+esac'
+
+# with_rockchip_hook BOARD: the stand-in hook, /lib/functions.sh with
+# board_name, and proc/interrupts of BOARD (r2s, r4s, r6s: as the
+# fixtures in platform/fixture/boards_presets.go) with every IRQ at the
+# kernel's default mask.
+with_rockchip_hook() {
+	mkdir -p "$root/etc/hotplug.d/net" "$root/lib" "$root/tmp/sysinfo" "$root/proc/irq"
+	printf '%s\n' "$rockchip_hook_standin" >"$root/etc/hotplug.d/net/40-net-smp-affinity"
+	printf '%s\n' 'board_name() { cat "${IPKG_INSTROOT}/tmp/sysinfo/board_name"; }' >"$root/lib/functions.sh"
+	echo "friendlyarm,nanopi-$1" >"$root/tmp/sysinfo/board_name"
+	case "$1" in
+	r2s) printf '%s\n' " 24:  0 1417932 0 0  GICv2  56 Level     eth0" \
+		" 25:  334 0 0 4422194  GICv2  99 Level     xhci-hcd:usb1" \
+		" 26:  0 0 0 0  GICv2  48 Level     ehci_hcd:usb3" >"$root/proc/interrupts" ;;
+	r4s) printf '%s\n' " 24:  0 0 0 0 9 0  GICv3  44 Level     eth0" \
+		" 88:  0 0 0 0 0 9  ITS-MSI 524288 Edge      eth1" >"$root/proc/interrupts" ;;
+	r6s) printf '%s\n' " 80:  0 0 0 0 0 0 0 0  GICv3 259 Level     eth2" \
+		"130:  0 0 0 0 0 0 0 0  ITS-MSI 1 Edge      eth0-0" \
+		"134:  0 0 0 0 0 0 0 0  ITS-MSI 2 Edge      eth1-0" >"$root/proc/interrupts" ;;
+	esac
+	sed 's/:.*//; s/ //g' "$root/proc/interrupts" | while read -r n; do
+		mkdir -p "$root/proc/irq/$n"
+		echo ff >"$root/proc/irq/$n/smp_affinity"
+	done
+}
+# irq_mask N: what proc/irq/N/smp_affinity holds in the sandbox.
+irq_mask() { cat "$root/proc/irq/$1/smp_affinity" 2>/dev/null; }
+# line_of PATTERN: the line number of the first call matching it.
+line_of() { grep -En -m 1 -- "$1" "$sb/calls" | cut -d: -f1; }
+
 nsb=0
 # new_sandbox: a fresh root with our service enabled and the stock one
 # enabled (arguments: "stock-off" leaves it disabled, "no-stock" absent,
@@ -379,6 +438,39 @@ for shell in $shells; do
 	FAKE_UBUS_UP=1 ACTION=add DEVICENAME=psv0 run "$SH" -c '. "$STANDINS"; ( . "$1" )' sh "$hotplug"
 	expect "$t hotplug on 22.03, stock steering off: per-device apply" \
 		'^ubus -t 2 call packet_steering apply \{"device":"psv0","reason":"hotplug"\}$'
+
+	# rockchip: 40-net-smp-affinity runs after ours on every add (name
+	# order) and pins its IRQs; the apply waits until hotplug-call has run
+	# it and covers every device, so the plan's IRQs stand after it.
+	# hotplug-call: /lib/functions.sh, then each script sourced in a subshell.
+	hotplug_call='. "$STANDINS"; . "$IPKG_INSTROOT/lib/functions.sh"; ( . "$1" ); ( . "$2" )'
+	for board in r4s r2s; do
+		new_sandbox target=rockchip/armv8
+		with_rockchip_hook "$board"
+		FAKE_UBUS_UP=1 ACTION=add DEVICENAME=pppoe-wan run "$SH" -c "$hotplug_call" sh "$hotplug" "$root/etc/hotplug.d/net/40-net-smp-affinity"
+		if wait_for "$full" 5; then
+			hook_done=$(grep -n '^rockchip-hook wrote' "$sb/calls" | tail -n 1 | cut -d: -f1)
+			applied=$(line_of "$full")
+			if [ -n "$hook_done" ] && [ "$applied" -gt "$hook_done" ]; then ok "$t hotplug on rockchip $board: full apply after the hook's last write"; else nok "$t hotplug on rockchip $board: full apply after the hook's last write" "$(cat "$sb/calls")"; fi
+		else
+			nok "$t hotplug on rockchip $board: full apply" "$(cat "$sb/calls")"
+		fi
+		expect_not "$t hotplug on rockchip $board: no per-device apply before the hook" '"device":"pppoe-wan"'
+	done
+	if [ "$(irq_mask 24)/$(irq_mask 25)" = 2/4 ]; then ok "$t rockchip stand-in: r2s eth0 and its USB NIC's xhci IRQ pinned as the hook does"; else nok "$t rockchip stand-in: r2s masks" "$(irq_mask 24)/$(irq_mask 25)"; fi
+	# A hook that waits for IRQs it does not find (r8125's eth0-0.. on
+	# the R6S: only eth2 matches): the apply still comes after it.
+	new_sandbox target=rockchip/armv8
+	with_rockchip_hook r6s
+	FAKE_UBUS_UP=0 ACTION=add DEVICENAME=eth0 run "$SH" -c "$hotplug_call" sh "$hotplug" "$root/etc/hotplug.d/net/40-net-smp-affinity"
+	if wait_for '^packet-steering done' 10; then
+		hook_done=$(grep -n '^rockchip-hook ' "$sb/calls" | tail -n 1 | cut -d: -f1)
+		applied=$(line_of '^packet-steering apply --reason hotplug --syslog$')
+		if [ -n "$hook_done" ] && [ -n "$applied" ] && [ "$applied" -gt "$hook_done" ]; then ok "$t hotplug on rockchip r6s, daemon down: one-shot after the hook's 4 s of waiting"; else nok "$t hotplug on rockchip r6s, daemon down: one-shot after the hook" "$(cat "$sb/calls")"; fi
+	else
+		nok "$t hotplug on rockchip r6s, daemon down: one-shot" "$(cat "$sb/calls")"
+	fi
+	if [ "$(irq_mask 80)/$(irq_mask 130)" = 40/ff ]; then ok "$t rockchip stand-in: r6s only eth2 pinned (eth0-0 does not end in eth0)"; else nok "$t rockchip stand-in: r6s masks" "$(irq_mask 80)/$(irq_mask 130)"; fi
 
 	# --- init.d ------------------------------------------------------------
 	new_sandbox
@@ -649,6 +741,30 @@ for shell in $shells; do
 	expect_not "$t irqbalance service left alone" '^irqbalance '
 	expect_not "$t irqbalance config left alone" '^uci .*irqbalance'
 	if [ -e "$root/etc/rc.d/S90irqbalance" ]; then ok "$t irqbalance stays enabled"; else nok "$t irqbalance stays enabled"; fi
+
+	# Removal hands the rockchip hook's IRQs back: `packet-steering
+	# release` sets the IRQs the plan pinned to the kernel default (here
+	# they are at ff), then the hook is run once, as hotplug-call runs it.
+	for case_ in "r4s 24 10 88 20" "r2s 24 2 25 4"; do
+		# shellcheck disable=SC2086 # five words
+		set -- $case_
+		new_sandbox target=rockchip/armv8
+		with_rockchip_hook "$1"
+		run "$SH" -c '. "$STANDINS"; . "$IPKG_INSTROOT/usr/share/packet-steering/stock.sh" && ps_handback'
+		if wait_for '^rockchip-hook wrote '"$4" 5 && [ "$(irq_mask "$2")/$(irq_mask "$4")" = "$3/$5" ]; then
+			ok "$t handback on rockchip $1: the hook run again (irq $2 -> $3, irq $4 -> $5)"
+		else
+			nok "$t handback on rockchip $1: the hook run again" "irq $2: $(irq_mask "$2"), irq $4: $(irq_mask "$4"); $(cat "$sb/calls")"
+		fi
+		r=$(line_of '^packet-steering release$')
+		h=$(line_of '^rockchip-hook wrote')
+		if [ -n "$r" ] && [ -n "$h" ] && [ "$r" -lt "$h" ]; then ok "$t handback on rockchip $1: release first, then the hook"; else nok "$t handback on rockchip $1: release first, then the hook" "$(cat "$sb/calls")"; fi
+		expect "$t handback on rockchip $1: logged" '^logger .*40-net-smp-affinity'
+		if [ -f "$root/etc/hotplug.d/net/40-net-smp-affinity" ]; then ok "$t handback on rockchip $1: hook still there"; else nok "$t handback on rockchip $1: hook still there"; fi
+	done
+	new_sandbox target=qualcommax/ipq807x
+	run "$SH" -c '. "$STANDINS"; . "$IPKG_INSTROOT/usr/share/packet-steering/stock.sh" && ps_handback'
+	expect_not "$t handback without the rockchip hook: nothing about it" '40-net-smp-affinity'
 
 	# A target hook (usr/libexec/platform/packet-steering.sh) runs only
 	# from netifd's service: taking that over stops the hook too; the hook

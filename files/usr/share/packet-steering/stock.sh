@@ -120,8 +120,11 @@ ps_target() {
 # the EDMA IRQs and NAPI threads after packet-steering at every boot; the
 # qualcommax-ipq807x profile places them, and its wifi ring IRQs as the
 # script did). It acts only at boot, so disabling it is enough. The same
-# script on other targets, rockchip's hotplug script and irqbalance are
-# deferred to: left alone here, their knobs left out of the plan.
+# script on other targets and irqbalance are deferred to: left alone here,
+# their knobs left out of the plan. rockchip's hotplug script
+# 40-net-smp-affinity is part of base-files and is not disabled either:
+# packet-steering's hotplug script applies again after it instead (taken
+# over where the plan places its IRQs, see plan/writer_rockchip.go).
 ps_takeover_writers() {
 	[ -x "$PS_SMP_INIT" ] || return 0
 	[ "$(ps_target)" = qualcommax/ipq807x ] || return 0
@@ -135,13 +138,38 @@ ps_takeover_writers() {
 
 # ps_handback_writers: enable the writers ps_takeover_writers disabled, if
 # they were enabled before, and run their placement now (smp_affinity only
-# acts at boot).
+# acts at boot); run rockchip's hotplug script once (ps_handback_rockchip).
 ps_handback_writers() {
+	ps_handback_rockchip
 	[ -x "$PS_SMP_INIT" ] || return 0
 	[ "$(ps_recorded smp_affinity)" = enabled ] || return 0
 	"$PS_SMP_INIT" enable
 	"$PS_SMP_INIT" boot >/dev/null 2>&1
 	ps_log "handed IRQ placement back to /etc/init.d/smp_affinity"
+	return 0
+}
+
+# ps_handback_rockchip: rockchip's 40-net-smp-affinity pins its IRQs only
+# when a netdev is added, and `packet-steering release` has just set the
+# IRQs the plan pinned (its own among them where packet-steering took it
+# over) to the kernel's default: so it is run once now, as hotplug-call
+# runs it (sourced after /lib/functions.sh, which has its board_name, with
+# ACTION=add), and its placement is back without waiting for the next
+# netdev. In the background: it may wait 12 s for each IRQ it looks for.
+ps_handback_rockchip() {
+	ps_hook="${IPKG_INSTROOT}/etc/hotplug.d/net/40-net-smp-affinity"
+	[ -f "$ps_hook" ] || return 0
+	(
+		if [ -f "${IPKG_INSTROOT}/lib/functions.sh" ]; then
+			# shellcheck source=/dev/null
+			. "${IPKG_INSTROOT}/lib/functions.sh"
+		fi
+		ACTION=add
+		export ACTION
+		# shellcheck source=/dev/null
+		. "$ps_hook"
+	) </dev/null >/dev/null 2>&1 &
+	ps_log "handed IRQ placement back to /etc/hotplug.d/net/40-net-smp-affinity (run once now)"
 	return 0
 }
 
