@@ -53,6 +53,9 @@ type result struct {
 	TimeSqueeze summary      `json:"time_squeeze"`
 	RPSReceived summary      `json:"rps_received"`
 	CPUs        []cpuSummary `json:"cpus"`
+	// RxQueues are the per-rx-queue counts of multi-queue devices over
+	// the runs, each with its measure (queues.go).
+	RxQueues []queueSummary `json:"rx_queues,omitempty"`
 }
 
 // run is one run of the load with the counter deltas it caused.
@@ -104,6 +107,7 @@ func metricNotes() []string {
 		"net_rx/cpu: NET_RX softirq runs per CPU from /proc/softirqs, a count: the kernel has no per-CPU NET_RX time without tracing",
 		"softirq ms/cpu: time in ALL softirq kinds per CPU from /proc/stat, 10 ms resolution",
 		"counters are machine-wide: traffic besides the load is counted too",
+		"rx queues: each rx queue's share of its device's packets per run from netlink qstats-get (Linux 6.9+, drivers that keep them), else of its own IRQ's interrupts (irq); - without either (veth keeps no qstats)",
 	}
 }
 
@@ -172,6 +176,7 @@ func (res *result) summarize() {
 		res.Retransmits = &s
 	}
 	res.Dropped, res.TimeSqueeze, res.RPSReceived = summarize(drop), summarize(squeeze), summarize(rps)
+	res.RxQueues = summarizeQueues(res.Runs)
 	res.CPUs = nil
 	for _, cpu := range order {
 		p := cpus[cpu]
@@ -303,11 +308,12 @@ func fmtRange(s summary, scale float64) string {
 func (r *report) WriteTable(w io.Writer) error {
 	tw := table.New(w, table.AlignRight|table.Bars)
 	unit := ""
-	var hasLoss, hasRetr bool
+	var hasLoss, hasRetr, hasQueues bool
 	for _, res := range r.Results {
 		if unit == "" {
 			unit = res.Unit
 		}
+		hasQueues = hasQueues || len(res.RxQueues) > 0
 		hasLoss = hasLoss || res.LossPercent != nil
 		hasRetr = hasRetr || res.Retransmits != nil
 	}
@@ -327,6 +333,9 @@ func (r *report) WriteTable(w io.Writer) error {
 		head = append(head, "retransmits")
 	}
 	head = append(head, "drops", "squeezed", "rps ipi", "net_rx/cpu", "softirq ms/cpu")
+	if hasQueues {
+		head = append(head, "rx queues")
+	}
 	tied := map[string]bool{}
 	for _, t := range r.Recommendation.Tied {
 		tied[t] = true
@@ -375,6 +384,9 @@ func (r *report) WriteTable(w io.Writer) error {
 			soft = append(soft, fmtNum(c.SoftirqMS.Median))
 		}
 		row = append(row, strings.Join(netrx, "/"), strings.Join(soft, "/"))
+		if hasQueues {
+			row = append(row, queueShares(res.RxQueues))
+		}
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}
 	if err := tw.Flush(); err != nil {
