@@ -69,33 +69,24 @@ type QueueDelta struct {
 // QueueDeltas subtracts before from after per queue. A queue only in
 // after, or whose measure changed, is left out; a count that went back
 // (qstats count since the queue's last reconfiguration) counts from zero.
-// Devices that received nothing during the run are left out.
+// The lists are short (the rx queues of a router's multi-queue devices),
+// so they are searched rather than indexed.
 func QueueDeltas(before, after []QueueCounters) []QueueDelta {
-	prev := map[string]QueueCounters{}
-	for _, q := range before {
-		prev[q.Device+"/"+q.Queue] = q
-	}
 	var out []QueueDelta
-	total := map[string]uint64{}
 	for _, a := range after {
-		b, ok := prev[a.Device+"/"+a.Queue]
-		if !ok || b.Source != a.Source {
-			continue
-		}
-		n := a.Count
-		if n >= b.Count {
-			n -= b.Count
-		}
-		total[a.Device] += n
-		out = append(out, QueueDelta{Device: a.Device, Queue: a.Queue, Count: n, Source: a.Source})
-	}
-	kept := out[:0]
-	for _, q := range out {
-		if total[q.Device] > 0 {
-			kept = append(kept, q)
+		for _, b := range before {
+			if b.Device != a.Device || b.Queue != a.Queue || b.Source != a.Source {
+				continue
+			}
+			n := a.Count
+			if n >= b.Count {
+				n -= b.Count
+			}
+			out = append(out, QueueDelta{Device: a.Device, Queue: a.Queue, Count: n, Source: a.Source})
+			break
 		}
 	}
-	return kept
+	return out
 }
 
 // queueCounting is a load driver that reads the rx queue counts before
@@ -142,28 +133,23 @@ type queueSummary struct {
 // summarizeQueues summarises the runs' queue deltas per queue, in the
 // order they first appear.
 func summarizeQueues(runs []run) []queueSummary {
-	type acc struct {
-		q  QueueDelta
-		xs []float64
-	}
-	var order []string
-	by := map[string]*acc{}
+	var out []queueSummary
+	var xs [][]float64
 	for _, r := range runs {
+	next:
 		for _, q := range r.Queues {
-			k := q.Device + "/" + q.Queue + "/" + q.Source
-			a := by[k]
-			if a == nil {
-				a = &acc{q: q}
-				by[k] = a
-				order = append(order, k)
+			for i, o := range out {
+				if o.Device == q.Device && o.Queue == q.Queue && o.Source == q.Source {
+					xs[i] = append(xs[i], float64(q.Count))
+					continue next
+				}
 			}
-			a.xs = append(a.xs, float64(q.Count))
+			out = append(out, queueSummary{Device: q.Device, Queue: q.Queue, Source: q.Source})
+			xs = append(xs, []float64{float64(q.Count)})
 		}
 	}
-	out := make([]queueSummary, 0, len(order))
-	for _, k := range order {
-		a := by[k]
-		out = append(out, queueSummary{Device: a.q.Device, Queue: a.q.Queue, Source: a.q.Source, Count: summarize(a.xs)})
+	for i := range out {
+		out[i].Count = summarize(xs[i])
 	}
 	return out
 }

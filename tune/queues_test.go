@@ -69,8 +69,8 @@ func TestQueueDeltas(t *testing.T) {
 		{"measure changed: left out", []QueueCounters{qc("eth0", "rx-0", 10, "irq")},
 			[]QueueCounters{qc("eth0", "rx-0", 110, "qstats")}, ""},
 		{"new queue: left out", nil, []QueueCounters{qc("eth0", "rx-0", 110, "qstats")}, ""},
-		{"idle device: left out", []QueueCounters{qc("eth0", "rx-0", 10, "irq"), qc("eth1", "rx-0", 3, "irq")},
-			[]QueueCounters{qc("eth0", "rx-0", 10, "irq"), qc("eth1", "rx-0", 9, "irq")}, "eth1/rx-0 6 irq"},
+		{"idle device: zero", []QueueCounters{qc("eth0", "rx-0", 10, "irq"), qc("eth1", "rx-0", 3, "irq")},
+			[]QueueCounters{qc("eth0", "rx-0", 10, "irq"), qc("eth1", "rx-0", 9, "irq")}, "eth0/rx-0 0 irq, eth1/rx-0 6 irq"},
 	}
 	for _, tt := range tests {
 		var got []string
