@@ -107,9 +107,11 @@ func metricNotes() []string {
 		"net_rx/cpu: NET_RX softirq runs per CPU from /proc/softirqs, a count: the kernel has no per-CPU NET_RX time without tracing",
 		"softirq ms/cpu: time in ALL softirq kinds per CPU from /proc/stat, 10 ms resolution",
 		"counters are machine-wide: traffic besides the load is counted too",
-		"rx queues: each rx queue's share of its device's packets per run from netlink qstats-get (Linux 6.9+, drivers that keep them), else of its own IRQ's interrupts (irq); - without either (veth keeps no qstats)",
 	}
 }
+
+// rxQueuesNote says what the rx queues column is, when it is there.
+const rxQueuesNote = "rx queues: each rx queue's share of its device's median count per run: qstats rx packets from netlink (Linux 6.9+, drivers that keep them), else its own IRQ's interrupts (irq)"
 
 // finish computes the summaries and the recommendation.
 func (r *report) finish() {
@@ -117,6 +119,9 @@ func (r *report) finish() {
 		r.Results[i].summarize()
 	}
 	r.recommend()
+	if r.hasRxQueues() {
+		r.Notes = append(r.Notes, rxQueuesNote)
+	}
 	if r.Runs < 3 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d run(s) per candidate: a min-max spread of so few runs says little; use --runs 3 or more to decide", r.Runs))
 	}
@@ -126,6 +131,16 @@ func (r *report) finish() {
 			break
 		}
 	}
+}
+
+// hasRxQueues reports whether some candidate has per-rx-queue counts.
+func (r *report) hasRxQueues() bool {
+	for _, res := range r.Results {
+		if len(res.RxQueues) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (res *result) summarize() {
@@ -308,15 +323,15 @@ func fmtRange(s summary, scale float64) string {
 func (r *report) WriteTable(w io.Writer) error {
 	tw := table.New(w, table.AlignRight|table.Bars)
 	unit := ""
-	var hasLoss, hasRetr, hasQueues bool
+	var hasLoss, hasRetr bool
 	for _, res := range r.Results {
 		if unit == "" {
 			unit = res.Unit
 		}
-		hasQueues = hasQueues || len(res.RxQueues) > 0
 		hasLoss = hasLoss || res.LossPercent != nil
 		hasRetr = hasRetr || res.Retransmits != nil
 	}
+	hasQueues := r.hasRxQueues()
 	tpHead, tpScale := "throughput", 1.0
 	if unit == unitBPS {
 		tpHead, tpScale = "Mbit/s", 1e6
