@@ -222,14 +222,44 @@ type CPUCounters struct {
 
 // UnitCounters is a unit with its NAPI thread's cumulative CPU time (utime
 // + stime, clock ticks; HasTicks false when the unit has no thread or it
-// could not be read) and the time it waited runnable for its CPU
-// (nanoseconds; HasWait false where the kernel does not report it).
+// could not be read), the time it waited runnable for its CPU
+// (nanoseconds; HasWait false where the kernel does not report it) and
+// its queue's received packets from netlink qstats-get (HasPackets false
+// where the kernel or driver keeps none: before Linux 6.9, veth).
 type UnitCounters struct {
-	Unit     Unit
-	Ticks    uint64
-	HasTicks bool
-	WaitNS   uint64
-	HasWait  bool
+	Unit       Unit
+	Ticks      uint64
+	HasTicks   bool
+	WaitNS     uint64
+	HasWait    bool
+	Packets    uint64
+	HasPackets bool
+}
+
+// Sources of a unit's load (UnitLoad.Source).
+const (
+	// LoadNAPITime: the unit's NAPI thread's CPU time (and wait).
+	LoadNAPITime = "napi-thread-time"
+	// LoadQstatsShare: its share, by qstats rx packets over the interval,
+	// of its CPU's softirq time among the RPS units there.
+	LoadQstatsShare = "softirq-by-qstats-packets"
+	// LoadEvenShare: an even share of its CPU's softirq time among the
+	// RPS units there (some unit there has no qstats).
+	LoadEvenShare = "softirq-even-share"
+)
+
+// UnitLoad is one unit's load over the last full interval, as the
+// controller saw it: a fraction of the interval, with the measure it
+// comes from (Source, Load* constants) and its queue's received packets
+// per second from qstats (PPS, nil without them).
+type UnitLoad struct {
+	Device string   `json:"device"`
+	Queue  string   `json:"queue"`
+	Kind   string   `json:"kind"`
+	CPU    int      `json:"cpu"`
+	Load   float64  `json:"load"`
+	Source string   `json:"source"`
+	PPS    *float64 `json:"rx_pps,omitempty"`
 }
 
 // CPULoad is one CPU's load over the last full interval, as the

@@ -179,8 +179,9 @@ type Decision struct {
 	// Active: the packet rate was at or above IdlePPS.
 	Active bool
 	PPS    float64
-	// Loads is set after a full interval.
+	// Loads and Units are set after a full interval.
 	Loads []CPULoad
+	Units []UnitLoad
 }
 
 // Controller decides moves from a series of samples. It holds the
@@ -258,7 +259,7 @@ func (c *Controller) Step(s Sample) Decision {
 	}
 	if s.Full {
 		if pf := c.prevFull; pf != nil && s.Time.Sub(pf.Time) <= 3*c.cfg.Interval+c.cfg.Interval/2 {
-			d.Loads, d.Moves = c.decide(pf, &s, d.Active)
+			d.Loads, d.Units, d.Moves = c.decide(pf, &s, d.Active)
 		} else {
 			// Too long since the last full sample (idle back-off):
 			// this one only starts a new interval.
@@ -307,14 +308,19 @@ func delta(a, b uint64) uint64 {
 	return b - a
 }
 
-// unitState is a unit's load over the interval and where it is.
+// unitState is a unit's load over the interval and where it is, the
+// measure of the load, and its queue's qstats packets over the interval
+// (hasPkts false without them in both samples).
 type unitState struct {
-	u    Unit
-	load float64
+	u       Unit
+	load    float64
+	source  string
+	pkts    uint64
+	hasPkts bool
 }
 
 // decide computes the loads over the interval prev..cur and the moves.
-func (c *Controller) decide(prev, cur *Sample, active bool) ([]CPULoad, []Move) {
+func (c *Controller) decide(prev, cur *Sample, active bool) ([]CPULoad, []UnitLoad, []Move) {
 	dt := cur.Time.Sub(prev.Time).Seconds()
 	pc := byCPU(prev.CPUs)
 	prevUnits := map[string]UnitCounters{}
@@ -326,9 +332,16 @@ func (c *Controller) decide(prev, cur *Sample, active bool) ([]CPULoad, []Move) 
 	napiOn := map[int]float64{}
 	waitOn := map[int]float64{}
 	rpsOn := map[int]int{}
+	// rpsPkts: the qstats packets of the RPS units on a CPU, -1 once one
+	// of them has none.
+	rpsPkts := map[int]int64{}
 	for _, u := range cur.Units {
-		st := unitState{u: u.Unit}
-		if p, ok := prevUnits[u.Unit.Key()]; ok && u.HasTicks && p.HasTicks && p.Unit.PID == u.Unit.PID {
+		st := unitState{u: u.Unit, source: LoadNAPITime}
+		p, ok := prevUnits[u.Unit.Key()]
+		if ok && u.HasPackets && p.HasPackets {
+			st.pkts, st.hasPkts = delta(p.Packets, u.Packets), true
+		}
+		if ok && u.HasTicks && p.HasTicks && p.Unit.PID == u.Unit.PID {
 			st.load = float64(delta(p.Ticks, u.Ticks)) / platform.UserHZ / dt
 			if u.HasWait && p.HasWait && p.Unit.CPU == u.Unit.CPU {
 				w := float64(delta(p.WaitNS, u.WaitNS)) / 1e9 / dt
@@ -340,6 +353,13 @@ func (c *Controller) decide(prev, cur *Sample, active bool) ([]CPULoad, []Move) 
 			napiOn[u.Unit.CPU] += st.load
 		} else {
 			rpsOn[u.Unit.CPU]++
+			switch n := rpsPkts[u.Unit.CPU]; {
+			case n < 0:
+			case st.hasPkts:
+				rpsPkts[u.Unit.CPU] = n + int64(min(st.pkts, 1<<40))
+			default:
+				rpsPkts[u.Unit.CPU] = -1
+			}
 		}
 		units = append(units, st)
 	}
@@ -368,14 +388,29 @@ func (c *Controller) decide(prev, cur *Sample, active bool) ([]CPULoad, []Move) 
 		loads = append(loads, l)
 	}
 	// An RPS unit's load is its share of its CPU's softirq time (the
-	// kernel does not count RPS work per queue).
+	// kernel does not count RPS work per queue): by the packets each RPS
+	// unit there received (qstats) when all of them have the counts and
+	// some packets came, else an even share.
+	unitLoads := make([]UnitLoad, 0, len(units))
 	for i := range units {
 		u := &units[i]
 		if u.u.Kind == UnitRPS {
+			u.source = LoadEvenShare
 			if j, ok := idx[u.u.CPU]; ok && rpsOn[u.u.CPU] > 0 {
-				u.load = loads[j].Softirq / float64(rpsOn[u.u.CPU])
+				if n := rpsPkts[u.u.CPU]; n > 0 {
+					u.source = LoadQstatsShare
+					u.load = loads[j].Softirq * float64(min(u.pkts, 1<<40)) / float64(n)
+				} else {
+					u.load = loads[j].Softirq / float64(rpsOn[u.u.CPU])
+				}
 			}
 		}
+		ul := UnitLoad{Device: u.u.Device, Queue: u.u.Queue, Kind: u.u.Kind, CPU: u.u.CPU, Load: u.load, Source: u.source}
+		if u.hasPkts && dt > 0 {
+			pps := float64(u.pkts) / dt
+			ul.PPS = &pps
+		}
+		unitLoads = append(unitLoads, ul)
 	}
 	for _, l := range loads {
 		if l.Saturated != "" {
@@ -440,7 +475,7 @@ func (c *Controller) decide(prev, cur *Sample, active bool) ([]CPULoad, []Move) 
 		}
 		u := units[best]
 		moves = append(moves, Move{Device: u.u.Device, Queue: u.u.Queue, Kind: u.u.Kind, From: src.CPU, To: bestTo, Home: u.u.Home,
-			Reason: fmt.Sprintf("cpu%d saturated (%s); queue load %s, cpu%d net load %s", src.CPU, src.Saturated, pct(u.load), bestTo, pct(net[bestTo]))})
+			Reason: fmt.Sprintf("cpu%d saturated (%s); queue load %s (%s), cpu%d net load %s", src.CPU, src.Saturated, pct(u.load), u.source, bestTo, pct(net[bestTo]))})
 		moved[u.u.Key()] = true
 		net[src.CPU] -= u.load
 		net[bestTo] += u.load
@@ -488,7 +523,7 @@ func (c *Controller) decide(prev, cur *Sample, active bool) ([]CPULoad, []Move) 
 	for _, m := range moves {
 		c.lastMove[m.Key()] = cur.Time
 	}
-	return loads, moves
+	return loads, unitLoads, moves
 }
 
 // mayMove: the unit's dwell time is over and it is not held.

@@ -71,7 +71,7 @@ func Run(ctx context.Context, cfg Config, st *State, h Hook) error {
 		}
 		ss.IntervalMS, ss.Active, ss.PPS, ss.Last = d.Next.Milliseconds(), d.Active, d.PPS, s.Time
 		if d.Loads != nil {
-			ss.Loads = d.Loads
+			ss.Loads, ss.Units = d.Loads, d.Units
 		}
 		st.noteSampling(ss)
 		full = d.WantFull

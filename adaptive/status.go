@@ -34,7 +34,10 @@ type SamplingStatus struct {
 	Last    time.Time `json:"last_sample"`
 	// Loads are the per-CPU loads of the last full interval.
 	Loads []CPULoad `json:"loads,omitempty"`
-	Error string    `json:"error,omitempty"`
+	// Units are the per-queue loads of the last full interval, each
+	// with the measure it comes from.
+	Units []UnitLoad `json:"units,omitempty"`
+	Error string     `json:"error,omitempty"`
 }
 
 // Status is the adaptive part of Status: the loop's effective
@@ -99,7 +102,7 @@ func (s *State) noteSampling(st *SamplingStatus) {
 		return
 	}
 	c := *st
-	c.Loads = slices.Clone(st.Loads)
+	c.Loads, c.Units = slices.Clone(st.Loads), slices.Clone(st.Units)
 	s.sampling = &c
 }
 

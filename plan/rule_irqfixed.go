@@ -23,32 +23,39 @@ import (
 // per-CPU counts: the Raspberry Pi 5's RP1 leaves effective_affinity_list
 // empty, raspberrypi/linux#7101) and moves the RPS target off it.
 //
-// Skewed RSS: where a device's per-queue IRQ counts (or, without them,
-// its rx NAPI threads' CPU time) show one rx queue with at least
+// Skewed RSS: where a device's per-queue rx packets (netlink qstats-get,
+// where the kernel and driver keep them), else its per-queue IRQ counts,
+// else its rx NAPI threads' CPU time, show one rx queue with at least
 // skewShare of them, RSS is not spreading its traffic (one
 // PPPoE session or a few flows hash to one queue: openwrt/openwrt#13493,
 // X540/I350 with all WAN load on one queue, r8125 all on eth0-0), so
 // "RPS off, the hardware spreads" is wrong for that queue: it gets RPS to
 // the preferred CPUs but its own IRQ and NAPI CPUs, or a hint says why not.
+// qstats count the traffic itself, so they also show the skew of devices
+// whose IRQs are shared or absent (virtio_net with one vector for all
+// queues; veth keeps no qstats); which measure was used is in the hint.
 
 const (
-	// skewShare is the share of a device's rx IRQs one queue must carry.
+	// skewShare is the share of a device's rx work one queue must carry.
 	skewShare = 0.8
 	// skewMinIRQs is the count below which the counts say nothing.
 	skewMinIRQs = 10000
+	// skewMinPackets is the same for qstats rx packets (NAPI takes up to
+	// 64 packets per interrupt, so a packet count needs more to say as
+	// much: 50000 full-size packets are 75 MB).
+	skewMinPackets = 50000
 	// skewMinTicks is the same for rx thread CPU time (clock ticks: 10 s
 	// of CPU at USER_HZ 100).
 	skewMinTicks = 1000
 )
 
-// skewedQueue returns the rx queue with at least skewShare of the device's
-// work as count measures it, and its share in percent; -1 when none does
-// or the total is below min.
-func skewedQueue(dp *DevicePairing, count func(qp QueuePair, i int) uint64, min uint64) (int, float64) {
+// skewedQueue returns the rx queue with at least skewShare of counts (one
+// per rx queue), and its share in percent; -1 when none does or the total
+// is below min.
+func skewedQueue(counts []uint64, min uint64) (int, float64) {
 	var total, top uint64
 	topQ := -1
-	for i, qp := range dp.Rx {
-		n := count(qp, i)
+	for i, n := range counts {
 		total += n
 		if n > top {
 			top, topQ = n, i
@@ -125,23 +132,27 @@ func spreadSkewed(b *builder, s *platform.Snapshot, _ int) (string, []Hint) {
 			continue
 		}
 		dp := pair.Device(d.Name)
-		what := "rx interrupts"
-		topQ, share := skewedQueue(dp, func(qp QueuePair, i int) uint64 {
-			if qp.IRQ == nil || qp.IRQ.RxQueue() != i {
-				return 0
-			}
-			return irqTotal(qp.IRQ)
-		}, skewMinIRQs)
-		if topQ < 0 {
-			// Threaded NAPI without per-queue IRQ counts: the rx
+		rc := DeviceRxCounts(d, dp)
+		what := rc.Unit()
+		topQ, share := -1, 0.0
+		switch rc.Source {
+		case CountQstats:
+			// The traffic itself: no fallback when it is even.
+			topQ, share = skewedQueue(rc.Counts, skewMinPackets)
+		case CountIRQ:
+			topQ, share = skewedQueue(rc.Counts, skewMinIRQs)
+		}
+		if topQ < 0 && rc.Source != CountQstats {
+			// Threaded NAPI without per-queue counts: the rx
 			// threads' CPU time says the same.
 			what = "rx NAPI CPU time"
-			topQ, share = skewedQueue(dp, func(qp QueuePair, _ int) uint64 {
-				if qp.Thread == nil {
-					return 0
+			ticks := make([]uint64, len(dp.Rx))
+			for i, qp := range dp.Rx {
+				if qp.Thread != nil {
+					ticks[i] = qp.Thread.CPUTicks
 				}
-				return qp.Thread.CPUTicks
-			}, skewMinTicks)
+			}
+			topQ, share = skewedQueue(ticks, skewMinTicks)
 		}
 		if topQ < 0 {
 			continue
@@ -153,7 +164,10 @@ func spreadSkewed(b *builder, s *platform.Snapshot, _ int) (string, []Hint) {
 				Text: fmt.Sprintf("%s %s carried %.0f%% of the device's %s: RSS puts almost all its traffic on one queue (one PPPoE session or a few flows; openwrt/openwrt#13493). This mode does not manage the device, so its RPS is left alone.", d.Name, rq.Name, share, what)})
 			continue
 		}
-		exclude := b.irqRunsOn(dp.Rx[topQ].IRQ)
+		var exclude cpuset.Set
+		if q := dp.Rx[topQ].IRQ; q != nil {
+			exclude = b.irqRunsOn(q)
+		}
 		if t := dp.Rx[topQ].Thread; t != nil {
 			exclude = exclude.Union(b.plannedCPUs(actionKey{kind: KindNAPIAffinity, pid: t.PID}))
 		}
@@ -181,5 +195,5 @@ func spreadSkewed(b *builder, s *platform.Snapshot, _ int) (string, []Hint) {
 	if len(ev) == 0 {
 		return "", hints
 	}
-	return "Skewed RSS (per-queue IRQ counts, openwrt/openwrt#13493): " + strings.Join(ev, "; ") + ".", hints
+	return "Skewed RSS (per-queue rx packets from qstats, else IRQ counts, else NAPI thread time; openwrt/openwrt#13493): " + strings.Join(ev, "; ") + ".", hints
 }

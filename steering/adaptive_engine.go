@@ -66,8 +66,9 @@ func (e *Engine) Adapt(ctx context.Context, moves []adaptive.Move) (*Result, err
 }
 
 // AdaptiveSample reads a load sample: only the softnet counters (quick),
-// or (full) also the units of the adaptive plan, proc/stat, proc/softirqs
-// and the units' NAPI thread times.
+// or (full) also the units of the adaptive plan, proc/stat, proc/softirqs,
+// the units' NAPI thread times and their queues' qstats rx packets (from
+// the snapshot's read, where the kernel has them).
 func (e *Engine) AdaptiveSample(ctx context.Context, full bool) (adaptive.Sample, error) {
 	s := adaptive.Sample{Time: e.now(), Full: full}
 	if !full {
@@ -124,9 +125,28 @@ func (e *Engine) AdaptiveSample(ctx context.Context, full bool) (adaptive.Sample
 	for _, u := range units {
 		tt, ok := threads[u.PID]
 		ok = ok && u.PID > 0
-		s.Units = append(s.Units, adaptive.UnitCounters{Unit: u, Ticks: tt.Ticks, HasTicks: ok, WaitNS: tt.WaitNS, HasWait: ok && tt.HasWait})
+		uc := adaptive.UnitCounters{Unit: u, Ticks: tt.Ticks, HasTicks: ok, WaitNS: tt.WaitNS, HasWait: ok && tt.HasWait}
+		// The queue's qstats rx packets, which the read took from
+		// netlink where the kernel and driver keep them.
+		if st := rxStats(snap, u.Device, u.Queue); st != nil {
+			uc.Packets, uc.HasPackets = st.Packets, true
+		}
+		s.Units = append(s.Units, uc)
 	}
 	return s, nil
+}
+
+// rxStats is the qstats counters of a device's rx queue in snap, nil
+// without them.
+func rxStats(snap *platform.Snapshot, dev, queue string) *platform.QueueStats {
+	if d := snap.Device(dev); d != nil {
+		for _, q := range d.RxQueues {
+			if q.Name == queue {
+				return q.Stats
+			}
+		}
+	}
+	return nil
 }
 
 // RunAdaptive runs the adaptive control loop (adaptive.Run) over this

@@ -3,6 +3,7 @@ package steering
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/packet-steering/packet-steering/adaptive"
 	"github.com/packet-steering/packet-steering/internal/testenv"
 	"github.com/packet-steering/packet-steering/plan"
+	"github.com/packet-steering/packet-steering/platform"
 	"github.com/packet-steering/packet-steering/platform/fixture/fixturetest"
 )
 
@@ -300,4 +302,48 @@ func hasOption(opts []adaptive.Option, name, value, source string) bool {
 		}
 	}
 	return false
+}
+
+// A full sample carries each unit's qstats rx packets where the read has
+// them (here added to eth0's queues: a fixture root has no netlink), and
+// none elsewhere.
+func TestAdaptiveSampleQstats(t *testing.T) {
+	ctx := context.Background()
+	_, root := adaptiveEngine(t)
+	testenv.WriteTree(t, root, map[string]string{
+		"proc/stat":     "cpu0 1 0 1 5 0 0 2 0\ncpu1 1 0 1 5 0 0 2 0\ncpu2 1 0 1 5 0 0 2 0\ncpu3 1 0 1 5 0 0 2 0\n",
+		"proc/softirqs": "  CPU0 CPU1 CPU2 CPU3\n NET_RX: 1 2 3 4\n",
+	})
+	read := func(ctx context.Context, r string) (*platform.Snapshot, error) {
+		s, err := platform.Read(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		if d := s.Device("eth0"); d != nil {
+			for i := range d.RxQueues {
+				d.RxQueues[i].Stats = &platform.QueueStats{Packets: uint64(1000 * (i + 1)), HWDrops: -1}
+			}
+		}
+		return s, nil
+	}
+	e := NewEngine(root, WithReader(read), WithClock(func() time.Time { return time.Unix(1700000000, 0) }))
+	full, err := e.AdaptiveSample(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, u := range full.Units {
+		var want uint64
+		if u.Unit.Device == "eth0" {
+			fmt.Sscanf(u.Unit.Queue, "rx-%d", &want)
+			want = 1000 * (want + 1)
+			n++
+		}
+		if u.HasPackets != (want > 0) || u.Packets != want {
+			t.Errorf("unit %s: packets %d (has %v), want %d", u.Unit.Key(), u.Packets, u.HasPackets, want)
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no eth0 units in %+v", full.Units)
+	}
 }

@@ -28,6 +28,11 @@ type measurement struct {
 	// Retransmits is the TCP sender's retransmit count, both directions
 	// added; nil when not measured.
 	Retransmits *float64 `json:"retransmits,omitempty"`
+	// Queues are the run's per-rx-queue counts (queueCounting): qstats rx
+	// packets, else interrupts of the queue's own IRQ; QueueError says
+	// why a run has none although they were asked for.
+	Queues     []QueueDelta `json:"rx_queues,omitempty"`
+	QueueError string       `json:"rx_queues_error,omitempty"`
 }
 
 // loadDriver drives traffic for one run and measures it.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/plan"
+	"github.com/packet-steering/packet-steering/platform"
 	"github.com/packet-steering/packet-steering/steering"
 )
 
@@ -203,6 +204,11 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 		load = &iperf{Binary: bin, Host: ip.String(), Port: o.Port, UDP: o.UDP, Bitrate: o.Bitrate, Length: o.Length,
 			Bidir: o.Bidir, Reverse: o.Reverse, Seconds: o.Seconds, Parallel: o.Parallel, ClientPort: o.CPort}
 	}
+	// Each run's per-rx-queue counts (qstats, else IRQs), read around it.
+	qr := platform.NewReader()
+	load = &queueCounting{loadDriver: load, read: func(ctx context.Context) ([]QueueCounters, error) {
+		return ReadQueueCounters(ctx, qr, o.Root)
+	}}
 	eng := steering.NewEngine(o.Root)
 	cands, err := o.candidates(ctx, eng, stderr)
 	if err != nil {

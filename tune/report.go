@@ -53,6 +53,9 @@ type result struct {
 	TimeSqueeze summary      `json:"time_squeeze"`
 	RPSReceived summary      `json:"rps_received"`
 	CPUs        []cpuSummary `json:"cpus"`
+	// RxQueues are the per-rx-queue counts of multi-queue devices over
+	// the runs, each with its measure (queues.go).
+	RxQueues []queueSummary `json:"rx_queues,omitempty"`
 }
 
 // run is one run of the load with the counter deltas it caused.
@@ -107,12 +110,18 @@ func metricNotes() []string {
 	}
 }
 
+// rxQueuesNote says what the rx queues column is, when it is there.
+const rxQueuesNote = "rx queues: each rx queue's share of its device's median count per run: qstats rx packets from netlink (Linux 6.9+, drivers that keep them), else its own IRQ's interrupts (irq)"
+
 // finish computes the summaries and the recommendation.
 func (r *report) finish() {
 	for i := range r.Results {
 		r.Results[i].summarize()
 	}
 	r.recommend()
+	if r.hasRxQueues() {
+		r.Notes = append(r.Notes, rxQueuesNote)
+	}
 	if r.Runs < 3 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d run(s) per candidate: a min-max spread of so few runs says little; use --runs 3 or more to decide", r.Runs))
 	}
@@ -122,6 +131,16 @@ func (r *report) finish() {
 			break
 		}
 	}
+}
+
+// hasRxQueues reports whether some candidate has per-rx-queue counts.
+func (r *report) hasRxQueues() bool {
+	for _, res := range r.Results {
+		if len(res.RxQueues) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (res *result) summarize() {
@@ -172,6 +191,7 @@ func (res *result) summarize() {
 		res.Retransmits = &s
 	}
 	res.Dropped, res.TimeSqueeze, res.RPSReceived = summarize(drop), summarize(squeeze), summarize(rps)
+	res.RxQueues = summarizeQueues(res.Runs)
 	res.CPUs = nil
 	for _, cpu := range order {
 		p := cpus[cpu]
@@ -311,6 +331,7 @@ func (r *report) WriteTable(w io.Writer) error {
 		hasLoss = hasLoss || res.LossPercent != nil
 		hasRetr = hasRetr || res.Retransmits != nil
 	}
+	hasQueues := r.hasRxQueues()
 	tpHead, tpScale := "throughput", 1.0
 	if unit == unitBPS {
 		tpHead, tpScale = "Mbit/s", 1e6
@@ -327,6 +348,9 @@ func (r *report) WriteTable(w io.Writer) error {
 		head = append(head, "retransmits")
 	}
 	head = append(head, "drops", "squeezed", "rps ipi", "net_rx/cpu", "softirq ms/cpu")
+	if hasQueues {
+		head = append(head, "rx queues")
+	}
 	tied := map[string]bool{}
 	for _, t := range r.Recommendation.Tied {
 		tied[t] = true
@@ -375,6 +399,9 @@ func (r *report) WriteTable(w io.Writer) error {
 			soft = append(soft, fmtNum(c.SoftirqMS.Median))
 		}
 		row = append(row, strings.Join(netrx, "/"), strings.Join(soft, "/"))
+		if hasQueues {
+			row = append(row, queueShares(res.RxQueues))
+		}
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}
 	if err := tw.Flush(); err != nil {

@@ -418,6 +418,7 @@ func checkGuest(t *testing.T, g *guest, con *consoleOut) {
 		return
 	}
 	var results []phaseResult
+	var qstats []string
 	for _, ph := range con.phases {
 		load, err1 := con.get(ph.name + "-load")
 		b, err2 := con.get(ph.name + "-before")
@@ -432,6 +433,9 @@ func checkGuest(t *testing.T, g *guest, con *consoleOut) {
 			c.errorf("phase %s: %v %v", ph.name, err1, err2)
 			continue
 		}
+		if line := checkPhaseQstats(c, g, ph, before, after); line != "" {
+			qstats = append(qstats, line)
+		}
 		r, err := measure(ph, k.busdev[ph.dev], before, after, load)
 		if err != nil {
 			c.errorf("phase %s: %v", ph.name, err)
@@ -439,6 +443,7 @@ func checkGuest(t *testing.T, g *guest, con *consoleOut) {
 		}
 		results = append(results, r)
 	}
+	t.Logf("%s per-queue rx counts of each phase (* the loaded queue):\n  %s", g.name, strings.Join(qstats, "\n  "))
 	rows := checkTraffic(c, g, q, k, results, mq)
 	t.Logf("\n%s", formatTable(g, pl, first, mq, sq, rows))
 	if g.adaptive {

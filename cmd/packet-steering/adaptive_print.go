@@ -30,6 +30,13 @@ func printAdaptive(w io.Writer, a *adaptive.Status) {
 			}
 			fmt.Fprintf(w, "    cpu%d net %3.0f%%  softirq %3.0f%%  busy %3.0f%%%s\n", l.CPU, l.Net*100, l.Softirq*100, l.Busy*100, sat)
 		}
+		for _, u := range s.Units {
+			pps := ""
+			if u.PPS != nil {
+				pps = fmt.Sprintf(", %.0f rx packets/s (qstats)", *u.PPS)
+			}
+			fmt.Fprintf(w, "    %s/%s %s on cpu%d: load %3.0f%% (%s%s)\n", u.Device, u.Queue, u.Kind, u.CPU, u.Load*100, u.Source, pps)
+		}
 		if s.Error != "" {
 			fmt.Fprintf(w, "  last sample failed: %s\n", s.Error)
 		}
