@@ -309,6 +309,11 @@ func (e *servedEngine) Queues(ctx context.Context, device string) ([]steering.De
 	return e.Engine.Queues(ctx, device)
 }
 
+func (e *servedEngine) StatusQueues(ctx context.Context) (*steering.Status, []steering.DeviceQueues, error) {
+	defer e.poke()
+	return e.Engine.StatusQueues(ctx)
+}
+
 func (e *servedEngine) Apply(ctx context.Context, req steering.ApplyRequest) (*steering.Result, error) {
 	defer e.poke()
 	res, err := e.Engine.Apply(ctx, req)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,6 +104,20 @@ func expectedSeries(t *testing.T, w *world, st, q map[string]any) map[string]flo
 	want["packet_steering_config_errors"] = float64(len(errs))
 	for _, h := range st["hints"].([]any) {
 		want[key("packet_steering_hint", map[string]string{"id": h.(map[string]any)["id"].(string)})] = 1
+	}
+	// The totals since the daemon started, as counters.
+	tot := st["totals"].(map[string]any)
+	since, err := time.Parse(time.RFC3339Nano, tot["since"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want["packet_steering_totals_since_timestamp_seconds"] = float64(since.UnixNano()) / 1e9
+	for name, member := range map[string]string{"applies": "applies", "knobs_changed": "changed", "writes_failed": "failed",
+		"irqs_refused": "irqs_refused", "rollbacks": "rollbacks", "adaptive_moves": "adaptive_moves"} {
+		want["packet_steering_"+name+"_total"] = tot[member].(float64)
+	}
+	if want["packet_steering_applies_total"] < 1 || want["packet_steering_knobs_changed_total"] < la["changed"].(float64) {
+		t.Errorf("totals %v: the daemon's start apply (changed %v) not counted", tot, la["changed"])
 	}
 	// Queues: CPU sets parsed with the project's own cpuset package.
 	irqCounts := procInterrupts(t, w.root)
@@ -226,9 +241,10 @@ func TestLuaExporterBadCases(t *testing.T) {
 	malformedStatus := `{"mode": 7, "configured": "auto", "platform": [1, 2], "in_sync": "yes",
 		"last_apply": {"time": "yesterday", "changed": "many", "failed": null},
 		"hints": [1, {"id": 5}, {"id": "ok-hint"}], "config_errors": {"a": 1}, "cpus": "none",
-		"adaptive": {"moves": "x"}}`
+		"adaptive": {"moves": "x"}, "totals": {"since": 5, "applies": "x", "changed": 3}}`
 	malformedQueues := `{"devices": [7, {"name": "eth0", "rx": [{"queue": "rx-0", "rps_cpus": "zz", "want_rps_cpus": "2",
 		"napi": {"cpus": "3-1", "want_cpus": 4}, "irq": {"irq": "sixty", "cpus": "0", "want_cpus": "0-1"}}, "junk"], "tx": 5}]}`
+	var refused atomic.Int32 // status calls with an argument the fake refused
 	tests := []struct {
 		name  string
 		setup func(t *testing.T, w *world)
@@ -260,18 +276,39 @@ func TestLuaExporterBadCases(t *testing.T) {
 			}
 			w.fakeObject(t, errReply, errReply)
 		}, 0, nil},
+		{"status refuses queues", func(t *testing.T, w *world) {
+			// An older daemon: status takes no argument (INVALID_ARGUMENT
+			// for one); the collector asks status alone, then get_queues.
+			w.fakeObject(t, refusingStatus(t, &refused), jsonReply(t, `{"devices": [{"name": "eth0", "rx": [{"queue": "rx-0", "rps_cpus": "2", "want_rps_cpus": "2"}], "tx": []}]}`))
+		}, 1, func(t *testing.T, got map[string]sample) {
+			if n := refused.Load(); n != 1 {
+				t.Errorf("status with an argument asked %d times, want 1 (then status alone)", n)
+			}
+			want := map[string]float64{
+				`packet_steering_in_sync`:   1,
+				`packet_steering_queues_up`: 1,
+				`packet_steering_queue_in_sync{device="eth0",knob="rps",queue="rx-0"}`: 1,
+			}
+			for k, v := range want {
+				if s, ok := got[k]; !ok || s.value != v {
+					t.Errorf("%s = %v (present %v), want %v", k, s.value, ok, v)
+				}
+			}
+		}},
 		{"malformed replies", func(t *testing.T, w *world) {
 			w.fakeObject(t, jsonReply(t, malformedStatus), jsonReply(t, malformedQueues))
 		}, 1, func(t *testing.T, got map[string]sample) {
-			for _, k := range []string{"packet_steering_in_sync", "packet_steering_last_apply_timestamp_seconds", "packet_steering_last_apply_changed", "packet_steering_flows"} {
+			for _, k := range []string{"packet_steering_in_sync", "packet_steering_last_apply_timestamp_seconds", "packet_steering_last_apply_changed", "packet_steering_flows",
+				"packet_steering_applies_total", "packet_steering_totals_since_timestamp_seconds", "packet_steering_writes_failed_total"} {
 				if s, ok := got[k]; ok {
 					t.Errorf("%s %v from a reply of the wrong type", k, s.value)
 				}
 			}
 			want := map[string]float64{
-				`packet_steering_hint{id="ok-hint"}`: 1,
-				`packet_steering_config_errors`:      0,
-				`packet_steering_queues_up`:          1,
+				`packet_steering_hint{id="ok-hint"}`:  1,
+				`packet_steering_config_errors`:       0,
+				`packet_steering_queues_up`:           1,
+				`packet_steering_knobs_changed_total`: 3,
 				`packet_steering_queue_planned_cpu{cpu="1",device="eth0",knob="rps",queue="rx-0"}`: 1,
 				`packet_steering_queue_in_sync{device="eth0",knob="rps",queue="rx-0"}`:             0,
 				`packet_steering_queue_cpu{cpu="0",device="eth0",knob="irq",queue="rx-0"}`:         1,
@@ -315,6 +352,19 @@ func TestLuaExporterBadCases(t *testing.T) {
 				tc.check(t, got)
 			}
 		})
+	}
+}
+
+// refusingStatus is the status of a daemon before status took queues: an
+// argument is INVALID_ARGUMENT (counted in n); without, a short status.
+func refusingStatus(t *testing.T, n *atomic.Int32) ubus.Handler {
+	good := jsonReply(t, `{"mode": "auto", "in_sync": true}`)
+	return func(ctx context.Context, req *ubus.Request) ([]ubus.Attr, error) {
+		if len(req.Args) > 0 {
+			n.Add(1)
+			return nil, ubus.StatusInvalidArgument
+		}
+		return good(ctx, req)
 	}
 }
 

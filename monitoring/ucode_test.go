@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,6 +145,15 @@ func TestUcodeExporter(t *testing.T) {
 	text, _ = scrapeUcode(t, rootfs)
 	if v, ok := parseScrape(t, text)["packet_steering_up"]; !ok || v.value != 0 {
 		t.Errorf("error after a reply: packet_steering_up %v (present %v), want 0", v.value, ok)
+	}
+	w.stopFake(t)
+	var refused atomic.Int32
+	w.fakeObject(t, refusingStatus(t, &refused), jsonReply(t, `{"devices": []}`))
+	text, _ = scrapeUcode(t, rootfs)
+	got = parseScrape(t, text)
+	if got["packet_steering_up"].value != 1 || got["packet_steering_queues_up"].value != 1 || got["packet_steering_in_sync"].value != 1 || refused.Load() != 1 {
+		t.Errorf("status refusing queues: up %v, queues_up %v, in_sync %v, refused %d; want 1, 1, 1, 1", got["packet_steering_up"].value,
+			got["packet_steering_queues_up"].value, got["packet_steering_in_sync"].value, refused.Load())
 	}
 	w.stopFake(t)
 	never := func(ctx context.Context, _ *ubus.Request) ([]ubus.Attr, error) {

@@ -54,11 +54,14 @@ func (e *Engine) Adapt(ctx context.Context, moves []adaptive.Move) (*Result, err
 			first = res.Failed[0].Error
 		}
 	}
-	if e.adaptive.End(moves, now, before, changed, failed, first, err) {
-		e.mu.Lock()
+	restored := e.adaptive.End(moves, now, before, changed, failed, first, err)
+	e.mu.Lock()
+	if restored {
 		e.dropView()
-		e.mu.Unlock()
+	} else {
+		e.totals.AdaptiveMoves += uint64(len(moves))
 	}
+	e.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}

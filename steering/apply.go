@@ -302,6 +302,9 @@ func applyUnit(w Writer, x *knobIndex, unit string, acts []plan.Action, dryRun, 
 // reverse order and marks its remaining actions as not attempted.
 func failUnit(w Writer, unit string, rest []plan.Action, done []written, f Failure, res *Result) {
 	res.Failed = append(res.Failed, f)
+	if len(done) > 0 {
+		res.RolledBack++
+	}
 	what := string(f.Action.Kind) + " on " + unit
 	for i := len(done) - 1; i >= 0; i-- {
 		d := done[i]

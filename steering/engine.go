@@ -44,6 +44,11 @@ type Result struct {
 	// NAPI threads or IRQs, in name order.
 	Devices    []string `json:"devices,omitempty"`
 	DurationUS int64    `json:"duration_us"`
+	// RolledBack counts the units (a device with its threads and IRQs, or
+	// a lone thread, IRQ or sysctl) whose writes of this apply were undone
+	// because one of them failed; the totals add it up (not in the reply:
+	// Skipped says what was rolled back).
+	RolledBack int `json:"-"`
 }
 
 // Failure is an action that could not be written, with the kernel's error.
@@ -67,6 +72,29 @@ type ApplyRecord struct {
 	DurationUS int64     `json:"duration_us"`
 }
 
+// Totals counts what the engine did since it was made (in the daemon:
+// since it started; engines that live for one call share them through
+// TotalsFile), for counters a monitoring system takes rates of. Dry runs
+// are not counted.
+type Totals struct {
+	// Since is when the counting began.
+	Since time.Time `json:"since"`
+	// Applies counts applies, set_mode's and adaptive moves' included,
+	// also those that found nothing to change.
+	Applies uint64 `json:"applies"`
+	// Changed counts knobs written (Result.Changed), Failed writes that
+	// failed (Result.Failed, failed rollbacks included), IRQsRefused IRQ
+	// moves the kernel refused (Result.Refused), Rollbacks the units whose
+	// writes an apply undid (Result.RolledBack).
+	Changed     uint64 `json:"changed"`
+	Failed      uint64 `json:"failed"`
+	IRQsRefused uint64 `json:"irqs_refused"`
+	Rollbacks   uint64 `json:"rollbacks"`
+	// AdaptiveMoves counts the adaptive mode's moves applied without a
+	// failed write (those the mode kept).
+	AdaptiveMoves uint64 `json:"adaptive_moves"`
+}
+
 // Status is what `status` shows.
 type Status struct {
 	Mode       plan.Mode     `json:"mode"`
@@ -77,6 +105,9 @@ type Status struct {
 	Offload    string        `json:"offload"` // none, software, hardware
 	InSync     bool          `json:"in_sync"`
 	LastApply  *ApplyRecord  `json:"last_apply,omitempty"`
+	// Totals are the counts since the engine was made (WithStateFile: as
+	// TotalsFile keeps them, since the first apply after boot).
+	Totals *Totals `json:"totals,omitempty"`
 	// UnfinishedApply: an apply before this process's first one was killed
 	// midway (see ApplyMarkerFile); the apply that found it re-applied
 	// every knob.
@@ -219,6 +250,7 @@ type Engine struct {
 	mu        sync.Mutex     // guards the fields below
 	live      *plan.Settings // set_mode without persist; nil: as configured
 	lastApply *ApplyRecord
+	totals    Totals           // since NewEngine
 	lastGood  *platform.Config // last config read without parse errors
 	// unfinished is the apply an apply of this engine found unfinished
 	// (its marker was left behind); nil when none was.
@@ -303,6 +335,7 @@ func NewEngine(root string, opts ...Option) *Engine {
 		e.writer = NewFSWriter(root)
 	}
 	e.adaptive = adaptive.NewState(e.runDir, func() time.Time { return e.now() })
+	e.totals.Since = e.now()
 	return e
 }
 
@@ -581,6 +614,11 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 			Failed:     len(res.Failed),
 			DurationUS: res.DurationUS,
 		}
+		if e.stateFile != "" {
+			// Another process may have counted since this one read.
+			e.loadTotalsLocked()
+		}
+		e.totals.add(res)
 		// Advisory: an apply that worked is not failed for its record.
 		_ = e.saveStateLocked()
 		e.mu.Unlock()
@@ -685,4 +723,13 @@ func (e *Engine) SetMode(ctx context.Context, req SetModeRequest) (*Result, erro
 		return nil, err
 	}
 	return res, nil
+}
+
+// add counts one apply's result.
+func (t *Totals) add(res *Result) {
+	t.Applies++
+	t.Changed += uint64(len(res.Changed))
+	t.Failed += uint64(len(res.Failed))
+	t.IRQsRefused += uint64(len(res.Refused))
+	t.Rollbacks += uint64(res.RolledBack)
 }

@@ -25,11 +25,16 @@ func (e *Engine) Queues(ctx context.Context, device string) ([]DeviceQueues, err
 	if device != "" && v.snap.Device(device) == nil {
 		return nil, fmt.Errorf("no device %q: %w", device, plan.ErrInvalid)
 	}
+	return e.queuesOf(v, device), nil
+}
+
+// queuesOf is Queues of one view.
+func (e *Engine) queuesOf(v *viewState, device string) []DeviceQueues {
 	views := QueueViews(v.snap, v.plan, device)
 	if v.plan.Mode == plan.ModeAdaptive {
 		markDeviations(views, e.Deviations())
 	}
-	return views, nil
+	return views
 }
 
 // markDeviations sets RxQueueView.Adaptive for the deviated queues.

@@ -17,11 +17,21 @@ import (
 // does not outlive a reboot.
 const StateFile = "var/run/packet-steering/state"
 
+// TotalsFile is where the same engines keep the totals (Status.Totals),
+// beside StateFile: since the first apply after boot instead of since the
+// daemon started.
+const TotalsFile = "var/run/packet-steering/totals"
+
 // WithStateFile makes the engine keep its live settings and last apply
 // record in path as well as in memory: read before each use, written after
 // each apply under the apply lock, so that engines in successive processes
 // behave as one long-lived engine would.
 func WithStateFile(path string) Option { return func(e *Engine) { e.stateFile = path } }
+
+// totalsPath is the totals file beside the state file.
+func (e *Engine) totalsPath() string {
+	return filepath.Join(filepath.Dir(e.stateFile), filepath.Base(TotalsFile))
+}
 
 // The state file holds seven lines: the live mode and flows (empty without
 // a live setting), then the last apply's time in Unix nanoseconds (empty
@@ -35,6 +45,7 @@ func (e *Engine) loadStateLocked() {
 	if e.stateFile == "" {
 		return
 	}
+	e.loadTotalsLocked()
 	e.live, e.lastApply = nil, nil
 	b, err := os.ReadFile(e.stateFile)
 	f := strings.SplitN(string(b), "\n", 7)
@@ -74,9 +85,49 @@ func (e *Engine) saveStateLocked() error {
 	if err := os.MkdirAll(filepath.Dir(e.stateFile), 0o755); err != nil {
 		return err
 	}
-	tmp := e.stateFile + ".new"
-	if err := os.WriteFile(tmp, []byte(strings.Join(f, "\n")), 0o644); err != nil {
+	if err := writeAtomic(e.stateFile, strings.Join(f, "\n")); err != nil {
 		return err
 	}
-	return os.Rename(tmp, e.stateFile)
+	t := e.totals
+	return writeAtomic(e.totalsPath(), strings.Join([]string{
+		strconv.FormatInt(t.Since.UnixNano(), 10),
+		strconv.FormatUint(t.Applies, 10), strconv.FormatUint(t.Changed, 10),
+		strconv.FormatUint(t.Failed, 10), strconv.FormatUint(t.IRQsRefused, 10),
+		strconv.FormatUint(t.Rollbacks, 10), strconv.FormatUint(t.AdaptiveMoves, 10),
+	}, " ")+"\n")
+}
+
+// loadTotalsLocked refreshes e.totals from the totals file (one line: the
+// start in Unix nanoseconds, then the counts in Totals' order); the caller
+// holds e.mu. A missing or malformed file leaves them as they are (zero
+// since the engine was made, in a process that never applied): advisory,
+// like the state file.
+func (e *Engine) loadTotalsLocked() {
+	b, err := os.ReadFile(e.totalsPath())
+	f := strings.Fields(string(b))
+	if err != nil || len(b) > 512 || len(f) != 7 {
+		return
+	}
+	var n [6]uint64
+	for i := range n {
+		if n[i], err = strconv.ParseUint(f[i+1], 10, 64); err != nil {
+			return
+		}
+	}
+	ns, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return
+	}
+	e.totals = Totals{Since: time.Unix(0, ns), Applies: n[0], Changed: n[1], Failed: n[2],
+		IRQsRefused: n[3], Rollbacks: n[4], AdaptiveMoves: n[5]}
+}
+
+// writeAtomic writes s to path by write and rename, so a reader sees the
+// old or the new contents.
+func writeAtomic(path, s string) error {
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(s), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }

@@ -29,28 +29,61 @@ func inSync(p *plan.Plan) bool {
 
 // Status reports the effective state: the mode in force and where it comes
 // from, the policy and its evidence, whether the live knobs equal the plan,
-// the last apply, hints and per-CPU softnet counters. It only reads.
+// the last apply, the totals since the engine was made, hints and per-CPU
+// softnet counters. It only reads.
 func (e *Engine) Status(ctx context.Context) (*Status, error) {
-	// Take the last apply before reading the machine: an apply that ends
-	// while we read must not be reported together with live values from
-	// before it (finished apply, yet "out of sync").
-	e.mu.Lock()
-	e.loadStateLocked()
-	var last *ApplyRecord
-	if e.lastApply != nil {
-		la := *e.lastApply
-		last = &la
-	}
-	var unfinished *UnfinishedApply
-	if e.unfinished != nil {
-		u := *e.unfinished
-		unfinished = &u
-	}
-	e.mu.Unlock()
+	rec := e.records()
 	v, err := e.viewState(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return e.statusOf(v, rec), nil
+}
+
+// StatusQueues is Status and Queues(ctx, "") from one read of the machine:
+// what a monitoring scrape asks for, at the cost of one of them. Both are
+// as fresh as a call of either alone.
+func (e *Engine) StatusQueues(ctx context.Context) (*Status, []DeviceQueues, error) {
+	rec := e.records()
+	v, err := e.viewState(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return e.statusOf(v, rec), e.queuesOf(v, ""), nil
+}
+
+// records is what Status reports from memory rather than from the machine:
+// the last apply, an unfinished one found, the totals.
+type records struct {
+	last       *ApplyRecord
+	unfinished *UnfinishedApply
+	totals     *Totals
+}
+
+// records copies the engine's records. Status takes them before reading
+// the machine: an apply that ends while it reads must not be reported
+// together with live values from before it (finished apply, yet "out of
+// sync").
+func (e *Engine) records() records {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.loadStateLocked()
+	var r records
+	if e.lastApply != nil {
+		la := *e.lastApply
+		r.last = &la
+	}
+	if e.unfinished != nil {
+		u := *e.unfinished
+		r.unfinished = &u
+	}
+	t := e.totals
+	r.totals = &t
+	return r
+}
+
+// statusOf builds the status of one view with the records taken before it.
+func (e *Engine) statusOf(v *viewState, rec records) *Status {
 	snap, s, p := v.snap, v.set, v.plan
 	st := &Status{
 		Mode:         p.Mode,
@@ -86,12 +119,13 @@ func (e *Engine) Status(ctx context.Context) (*Status, error) {
 			RPSReceived: n.RPSReceived,
 		})
 	}
-	st.LastApply = last
-	st.UnfinishedApply = unfinished
+	st.LastApply = rec.last
+	st.UnfinishedApply = rec.unfinished
+	st.Totals = rec.totals
 	if p.Mode == plan.ModeAdaptive {
 		st.Adaptive = e.adaptive.Status(snap)
 	}
-	return st, nil
+	return st
 }
 
 // Threads lists the NAPI threads serving each netdev's queues (PairQueues),

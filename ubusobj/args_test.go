@@ -140,7 +140,7 @@ func ptr[T any](v T) *T { return &v }
 // table has exactly the methods of docs/design.md and argument types.
 func TestSignatureMatchesDesign(t *testing.T) {
 	want := map[string]map[string]ubus.Type{
-		"status":     {},
+		"status":     {"queues": ubus.TypeBool},
 		"get_queues": {"device": ubus.TypeString},
 		"apply":      {"reason": ubus.TypeString, "device": ubus.TypeString, "dry_run": ubus.TypeBool},
 		"set_mode":   {"mode": ubus.TypeString, "flows": ubus.TypeInt32, "persist": ubus.TypeBool},

@@ -53,6 +53,9 @@ const DefaultReason = "manual"
 type Engine interface {
 	Status(ctx context.Context) (*steering.Status, error)
 	Queues(ctx context.Context, device string) ([]steering.DeviceQueues, error)
+	// StatusQueues is Status and Queues(ctx, "") from one read of the
+	// machine (status with queues: a monitoring scrape).
+	StatusQueues(ctx context.Context) (*steering.Status, []steering.DeviceQueues, error)
 	Apply(ctx context.Context, req steering.ApplyRequest) (*steering.Result, error)
 	SetMode(ctx context.Context, req steering.SetModeRequest) (*steering.Result, error)
 }
@@ -101,8 +104,10 @@ func method(name string, newArgs func() any, fields []Field, run func(o *Object,
 	}}
 }
 
-// noArgs is the argument struct of status.
-type noArgs struct{}
+// statusArgs is the argument struct of status.
+type statusArgs struct {
+	Queues bool // also get_queues' devices, from the same read
+}
 
 // queuesArgs is the argument struct of get_queues.
 type queuesArgs struct {
@@ -127,7 +132,11 @@ type setModeArgs struct {
 // shows it.
 func Methods() []Method {
 	return []Method{
-		method("status", func() any { return &noArgs{} }, nil, (*Object).callStatus),
+		method("status", func() any { return &statusArgs{} }, []Field{
+			{ArgPolicy{Name: "queues", Type: ubus.TypeBool,
+				Doc: "also every device's queues as get_queues gives them, from the same read of the machine"},
+				func(d any, a ubus.Attr) { d.(*statusArgs).Queues = a.Bool() }},
+		}, (*Object).callStatus),
 		method("get_queues", func() any { return &queuesArgs{} }, []Field{
 			{ArgPolicy{Name: "device", Type: ubus.TypeString, Check: checkDevice,
 				Doc: "only this netdev (default: every device)"},
@@ -352,8 +361,23 @@ type ServiceInfo struct {
 	Events bool `json:"events"`
 }
 
-func (o *Object) callStatus(ctx context.Context, _ any) (any, error) {
-	st, err := o.engine.Status(ctx)
+// statusQueuesReply is the reply of status with queues: status and
+// get_queues' devices, from one read.
+type statusQueuesReply struct {
+	statusReply
+	Devices []steering.DeviceQueues `json:"devices"`
+}
+
+func (o *Object) callStatus(ctx context.Context, v any) (any, error) {
+	var st *steering.Status
+	var devs []steering.DeviceQueues
+	var err error
+	queues := v.(*statusArgs).Queues
+	if queues {
+		st, devs, err = o.engine.StatusQueues(ctx)
+	} else {
+		st, err = o.engine.Status(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -363,7 +387,11 @@ func (o *Object) callStatus(ctx context.Context, _ any) (any, error) {
 	if st.CPUs == nil {
 		st.CPUs = []steering.CPUStat{}
 	}
-	return statusReply{Status: st, Service: ServiceInfo{ServedBy: o.server, Events: o.events != nil}}, nil
+	r := statusReply{Status: st, Service: ServiceInfo{ServedBy: o.server, Events: o.events != nil}}
+	if queues {
+		return statusQueuesReply{statusReply: r, Devices: normaliseQueues(devs)}, nil
+	}
+	return r, nil
 }
 
 // queuesReply is the reply of get_queues.
@@ -380,6 +408,12 @@ func (o *Object) callQueues(ctx context.Context, v any) (any, error) {
 	if dev != "" && len(devs) == 0 {
 		return nil, fmt.Errorf("no device %q: %w", dev, plan.ErrInvalid)
 	}
+	return queuesReply{Devices: normaliseQueues(devs)}, nil
+}
+
+// normaliseQueues gives the lists of a get_queues reply as [] rather than
+// null.
+func normaliseQueues(devs []steering.DeviceQueues) []steering.DeviceQueues {
 	if devs == nil {
 		devs = []steering.DeviceQueues{}
 	}
@@ -391,7 +425,7 @@ func (o *Object) callQueues(ctx context.Context, v any) (any, error) {
 			devs[i].Tx = []steering.TxQueueView{}
 		}
 	}
-	return queuesReply{Devices: devs}, nil
+	return devs
 }
 
 func (o *Object) callApply(ctx context.Context, v any) (any, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
 	"sync"
 	"testing"
@@ -27,6 +28,7 @@ type fakeEngine struct {
 	failWith error         // returned by every method when set
 	block    chan struct{} // when set, Apply waits for it to close
 	started  chan struct{} // when set, Apply signals here before blocking
+	views    []string      // the view methods called: status, queues, status+queues
 }
 
 var fakeDevices = []string{"eth0", "lan1"}
@@ -38,6 +40,26 @@ func newFakeEngine() *fakeEngine {
 func (f *fakeEngine) Status(ctx context.Context) (*steering.Status, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.views = append(f.views, "status")
+	return f.statusLocked()
+}
+
+func (f *fakeEngine) StatusQueues(ctx context.Context) (*steering.Status, []steering.DeviceQueues, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.views = append(f.views, "status+queues")
+	st, err := f.statusLocked()
+	if err != nil {
+		return nil, nil, err
+	}
+	q, err := f.queuesLocked("")
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, q, nil
+}
+
+func (f *fakeEngine) statusLocked() (*steering.Status, error) {
 	if f.failWith != nil {
 		return nil, f.failWith
 	}
@@ -64,6 +86,11 @@ func (f *fakeEngine) known(dev string) bool {
 func (f *fakeEngine) Queues(ctx context.Context, device string) ([]steering.DeviceQueues, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.views = append(f.views, "queues")
+	return f.queuesLocked(device)
+}
+
+func (f *fakeEngine) queuesLocked(device string) ([]steering.DeviceQueues, error) {
 	if f.failWith != nil {
 		return nil, f.failWith
 	}
@@ -254,6 +281,39 @@ func testMethods(t *testing.T, eng *fakeEngine, c caller, server steering.Server
 		t.Errorf("get_queues tx = %#v, want an empty array", devs[0].(map[string]any)["tx"])
 	}
 
+	// status with queues: status' members and get_queues' devices, from
+	// one engine call; without it (or false), status alone.
+	if _, ok := st["devices"]; ok {
+		t.Errorf("status without queues has devices: %v", st["devices"])
+	}
+	eng.mu.Lock()
+	eng.views = nil
+	eng.mu.Unlock()
+	sq, err := c(t, "status", `{"queues":true}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := c(t, "get_queues", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(sq["devices"], all["devices"]) {
+		t.Errorf("status with queues: devices %v, want get_queues' %v", sq["devices"], all["devices"])
+	}
+	delete(sq, "devices")
+	if !reflect.DeepEqual(sq, st) {
+		t.Errorf("status with queues, devices left out: %v\nwant status' %v", sq, st)
+	}
+	if sf, err := c(t, "status", `{"queues":false}`); err != nil || sf["devices"] != nil {
+		t.Errorf("status with queues false = %v, %v; want no devices", sf, err)
+	}
+	eng.mu.Lock()
+	views := eng.views
+	eng.mu.Unlock()
+	if want := []string{"status+queues", "queues", "status"}; !reflect.DeepEqual(views, want) {
+		t.Errorf("engine views %v, want %v (status with queues is one read)", views, want)
+	}
+
 	dry, err := c(t, "apply", `{"dry_run":true,"device":"eth0"}`)
 	if err != nil {
 		t.Fatal(err)
@@ -407,7 +467,7 @@ func TestLookupSignature(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("signature\n got %v\nwant %v", got, want)
 	}
-	if fmt.Sprint(got) != "[{status []} {get_queues [{device string}]} {apply [{reason string} {device string} {dry_run bool}]} {set_mode [{mode string} {flows int32} {persist bool}]}]" {
+	if fmt.Sprint(got) != "[{status [{queues bool}]} {get_queues [{device string}]} {apply [{reason string} {device string} {dry_run bool}]} {set_mode [{mode string} {flows int32} {persist bool}]}]" {
 		t.Errorf("signature differs from the design: %v", got)
 	}
 }

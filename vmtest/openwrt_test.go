@@ -370,6 +370,9 @@ func (c *cache) buildOpenWrt(ctx context.Context, img owImage, root, pkgDir, nex
 	if luci, err := findPackage(pkgDir, "luci-app-packet-steering", "all"); err == nil {
 		files["root/pscheck/pkg/"+filepath.Base(luci)] = luci
 	}
+	if err := addMonitoringFiles(files, pkgDir, root); err != nil { // openwrt_monitoring_test.go
+		return "", "", err
+	}
 	// OpenWrt's kmodloader reads one directory: the modules flat in it,
 	// named in modules.d (modules-boot.d loads virtio in preinit).
 	kv := filepath.Base(k.modules)

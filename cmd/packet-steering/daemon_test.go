@@ -322,7 +322,7 @@ func TestDaemonSignature(t *testing.T) {
 		}
 		b.WriteString("\n")
 	}
-	want := "status:\nget_queues: device=string\napply: reason=string device=string dry_run=bool\nset_mode: mode=string flows=int32 persist=bool\n"
+	want := "status: queues=bool\nget_queues: device=string\napply: reason=string device=string dry_run=bool\nset_mode: mode=string flows=int32 persist=bool\n"
 	if b.String() != want {
 		t.Errorf("signature:\n%s\nwant:\n%s", b.String(), want)
 	}

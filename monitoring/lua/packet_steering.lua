@@ -4,8 +4,9 @@
 -- Per CPU, the kernel's softnet counters from /proc/net/softnet_stat with
 -- upstream node_exporter's names, labels and types (node_softnet_*, label
 -- cpu). The steering state under packet_steering_*, read from the
--- packet_steering ubus object (status, get_queues) with the ubus CLI and a
--- timeout, so that a missing object, a stopped or slow daemon or a reply
+-- packet_steering ubus object with the ubus CLI and a timeout (one call,
+-- status with queues, which the daemon answers from one read of the
+-- machine), so that a missing object, a stopped or slow daemon or a reply
 -- that does not decode gives packet_steering_up 0, never a failed scrape.
 -- Per-queue interrupts come from /proc/interrupts for the IRQs get_queues
 -- names. See docs/monitoring.md.
@@ -16,9 +17,10 @@
 local root = os.getenv("PACKET_STEERING_ROOT") or "/"
 if root:sub(-1) ~= "/" then root = root .. "/" end
 
--- Seconds the ubus CLI waits for each reply (ubus -t). A scrape makes at
--- most two calls, so it ends within 2 * timeout even against a daemon that
--- never answers.
+-- Seconds the ubus CLI waits for each reply (ubus -t). A scrape makes one
+-- call (two or three only with a server that refuses or ignores status'
+-- queues argument, each answered at once), so it ends within timeout
+-- against a daemon that never answers.
 local timeout = 2
 
 -- At most this many bytes of a reply are decoded (a reply of a router with
@@ -166,22 +168,25 @@ local function interrupts()
   return { cpus = cpus, irqs = irqs }
 end
 
--- ubus_call runs `ubus -t timeout call packet_steering method` and decodes
--- its JSON reply; nil when the call fails (the CLI prints a failed call's
--- reply too, such as {"error": ...} before status 9), times out or does not
--- decode. Lua 5.1's close of a pipe gives no exit status: the shell appends
--- it as a last line.
-local function ubus_call(method)
+-- ubus_call runs `ubus -t timeout call packet_steering method [args]`
+-- (args: JSON without single quotes) and decodes its JSON reply; nil when
+-- the call fails (the CLI prints a failed call's reply too, such as
+-- {"error": ...} before status 9), times out or does not decode, with the
+-- CLI's exit status (the ubus status; 2: invalid argument). Lua 5.1's close
+-- of a pipe gives no exit status: the shell appends it as a last line.
+local function ubus_call(method, args)
   if not json_decode then return nil end
-  local p = io.popen("ubus -t " .. timeout .. " call packet_steering " .. method .. " 2>/dev/null; echo \"#rc=$?\"")
+  local cmd = "ubus -t " .. timeout .. " call packet_steering " .. method
+  if args then cmd = cmd .. " '" .. args .. "'" end
+  local p = io.popen(cmd .. " 2>/dev/null; echo \"#rc=$?\"")
   if not p then return nil end
   local s = p:read(max_reply + 16) or ""
   p:close()
   local body, rc = s:match("^(.-)#rc=(%d+)\n?$")
-  if rc ~= "0" or #body == 0 or #body > max_reply then return nil end
+  if rc ~= "0" or #body == 0 or #body > max_reply then return nil, rc end
   local ok, v = pcall(json_decode, body)
-  if not ok or type(v) ~= "table" then return nil end
-  return v
+  if not ok or type(v) ~= "table" then return nil, rc end
+  return v, rc
 end
 
 -- days_from_civil is the number of days from 1970-01-01 to y-m-d
@@ -270,6 +275,16 @@ local function str(v)
   return ""
 end
 
+-- totals are status' totals as counters: name, member, help.
+local totals = {
+  { "packet_steering_applies_total", "applies", "Applies since the daemon started (set_mode and adaptive moves included; dry runs not)" },
+  { "packet_steering_knobs_changed_total", "changed", "Knobs the applies wrote" },
+  { "packet_steering_writes_failed_total", "failed", "Knob writes that failed (failed rollbacks included)" },
+  { "packet_steering_irqs_refused_total", "irqs_refused", "IRQ moves the kernel refused" },
+  { "packet_steering_rollbacks_total", "rollbacks", "Devices whose writes an apply undid after one of them failed" },
+  { "packet_steering_adaptive_moves_total", "adaptive_moves", "Adaptive moves applied without a failed write" },
+}
+
 local function steering_status(st)
   local cfg = type(st.configured) == "table" and st.configured or {}
   local plat = type(st.platform) == "table" and st.platform or {}
@@ -304,6 +319,13 @@ local function steering_status(st)
     family("packet_steering_adaptive_deviations", "gauge", "Queues the adaptive mode keeps off their auto CPU")(nil, num(count(ad.deviations)))
     family("packet_steering_adaptive_moves", "gauge", "Moves in the adaptive mode's recent history (bounded)")(nil, num(count(ad.moves)))
     family("packet_steering_adaptive_dropped", "gauge", "Deviations the adaptive plan dropped")(nil, num(count(ad.dropped)))
+  end
+  local tot = type(st.totals) == "table" and st.totals or nil
+  if tot then
+    family("packet_steering_totals_since_timestamp_seconds", "gauge", "When the totals (packet_steering_*_total) started: the daemon's start, seconds since the epoch")(nil, num(unix_time(tot.since)))
+    for _, c in ipairs(totals) do
+      family(c[1], "counter", c[3])(nil, num(tot[c[2]]))
+    end
   end
 end
 
@@ -361,14 +383,20 @@ end
 local function collect()
   softnet()
   local up = family("packet_steering_up", "gauge", "1 when the packet_steering ubus object answered status in time with a reply that decodes")
-  local st = ubus_call("status")
+  -- One call, one read of the machine: status with get_queues' devices.
+  -- A server that refuses the argument (INVALID_ARGUMENT, an older
+  -- daemon) is asked status alone; one that ignores it (no devices in
+  -- the reply), get_queues.
+  local st, rc = ubus_call("status", '{"queues":true}')
+  if not st and rc == "2" then st = ubus_call("status") end
   if not st then
     up(nil, "0")
     return
   end
   up(nil, "1")
   steering_status(st)
-  local q = ubus_call("get_queues")
+  local q = st
+  if type(st.devices) ~= "table" then q = ubus_call("get_queues") end
   family("packet_steering_queues_up", "gauge", "1 when get_queues answered in time with a reply that decodes")(nil, q and "1" or "0")
   if q then steering_queues(q) end
 end

@@ -3,8 +3,10 @@
 // metrics as the Lua collector (monitoring/lua/packet_steering.lua; see
 // docs/monitoring.md): per-CPU softnet counters from /proc/net/softnet_stat
 // with node_exporter's names, and the steering state from the
-// packet_steering ubus object on a connection of its own with a timeout, so
-// that a missing object or a slow daemon gives packet_steering_up 0.
+// packet_steering ubus object on a connection of its own with a timeout (one
+// call, status with queues, which the daemon answers from one read of the
+// machine), so that a missing object or a slow daemon gives
+// packet_steering_up 0.
 //
 // PACKET_STEERING_ROOT (default /) prefixes the /proc paths and
 // PACKET_STEERING_UBUS_SOCKET names the ubus socket (tests).
@@ -202,6 +204,16 @@ function obj(v) {
 	return type(v) == "object" ? v : null;
 }
 
+// status' totals as counters: name, member, help.
+const totals = [
+	[ "packet_steering_applies_total", "applies", "Applies since the daemon started (set_mode and adaptive moves included; dry runs not)" ],
+	[ "packet_steering_knobs_changed_total", "changed", "Knobs the applies wrote" ],
+	[ "packet_steering_writes_failed_total", "failed", "Knob writes that failed (failed rollbacks included)" ],
+	[ "packet_steering_irqs_refused_total", "irqs_refused", "IRQ moves the kernel refused" ],
+	[ "packet_steering_rollbacks_total", "rollbacks", "Devices whose writes an apply undid after one of them failed" ],
+	[ "packet_steering_adaptive_moves_total", "adaptive_moves", "Adaptive moves applied without a failed write" ],
+];
+
 function steering_status(st) {
 	let cfg = obj(st.configured) || {}, plat = obj(st.platform) || {}, svc = obj(st.service) || {};
 	family("packet_steering_info", "gauge", "Steering in force: mode, configured mode and its source, policy, flow offload, who serves the object, board and target")({
@@ -232,6 +244,12 @@ function steering_status(st) {
 		family("packet_steering_adaptive_deviations", "gauge", "Queues the adaptive mode keeps off their auto CPU")(null, count(ad.deviations));
 		family("packet_steering_adaptive_moves", "gauge", "Moves in the adaptive mode's recent history (bounded)")(null, count(ad.moves));
 		family("packet_steering_adaptive_dropped", "gauge", "Deviations the adaptive plan dropped")(null, count(ad.dropped));
+	}
+	let tot = obj(st.totals);
+	if (tot) {
+		family("packet_steering_totals_since_timestamp_seconds", "gauge", "When the totals (packet_steering_*_total) started: the daemon's start, seconds since the epoch")(null, unix_time(tot.since));
+		for (let c in totals)
+			family(c[0], "counter", c[2])(null, num(tot[c[1]]));
 	}
 }
 
@@ -297,11 +315,16 @@ try {
 } catch (e) {
 	conn = null;
 }
-let st = conn ? conn.call("packet_steering", "status", {}) : null;
+// One call, one read of the machine: status with get_queues' devices. A
+// server that refuses the argument (INVALID_ARGUMENT, an older daemon) is
+// asked status alone; one that ignores it (no devices), get_queues.
+let st = conn ? conn.call("packet_steering", "status", { queues: true }) : null;
+if (conn && st == null && require("ubus").error(true) == 2)
+	st = conn.call("packet_steering", "status", {});
 if (obj(st)) {
 	up(null, 1);
 	steering_status(st);
-	let q = conn.call("packet_steering", "get_queues", {});
+	let q = (type(st.devices) == "array") ? st : conn.call("packet_steering", "get_queues", {});
 	family("packet_steering_queues_up", "gauge", "1 when get_queues answered in time with a reply that decodes")(null, obj(q) ? 1 : 0);
 	if (obj(q))
 		steering_queues(q);

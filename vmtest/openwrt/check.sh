@@ -599,6 +599,8 @@ c_remove() {
 		done
 	fi
 }
+# shellcheck source=/dev/null # the monitoring packages (check-monitoring.sh)
+[ -f /root/pscheck/mon/check-monitoring.sh ] && . /root/pscheck/mon/check-monitoring.sh
 run remove c_remove
 
 c_handback() {
