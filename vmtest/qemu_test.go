@@ -62,6 +62,15 @@ type guest struct {
 	// "ok" or "unavailable" (a prefix); wantRxSource how the multi-queue
 	// NIC's rx queues must be paired (netlink_check_test.go).
 	wantNetlink, wantRxSource string
+
+	// The test beds' guests (bed_pppoe_test.go): init replaces init.sh as
+	// /init, conf is appended to /etc/vmtest.conf, files are put into the
+	// initramfs (path in the guest -> content), and watch, when set, sees
+	// every console line as it arrives, with the namespace of the taps.
+	init  []byte
+	conf  string
+	files map[string][]byte
+	watch func(ns *netnstest.NS, line string)
 }
 
 // nics is how many NICs the guest gets.
@@ -212,6 +221,9 @@ func boot(ctx context.Context, t *testing.T, g *guest, img image, logPath string
 			line := strings.TrimRight(sc.Text(), "\r")
 			if flood != nil {
 				flood.line(line)
+			}
+			if g.watch != nil {
+				g.watch(ns, line)
 			}
 			mu.Lock()
 			buf.WriteString(line)
