@@ -153,8 +153,6 @@ func spreadSkewed(b *builder, s *platform.Snapshot, _ int) (string, []Hint) {
 				Text: fmt.Sprintf("%s %s carried %.0f%% of the device's %s: RSS puts almost all its traffic on one queue (one PPPoE session or a few flows; openwrt/openwrt#13493). This mode does not manage the device, so its RPS is left alone.", d.Name, rq.Name, share, what)})
 			continue
 		}
-		// A device with threads but no IRQs of its own (veth) has
-		// only its thread's CPU to keep off.
 		var exclude cpuset.Set
 		if q := dp.Rx[topQ].IRQ; q != nil {
 			exclude = b.irqRunsOn(q)
