@@ -99,7 +99,7 @@ func TestBedPPPoE(t *testing.T) {
 		}
 	}
 	pps := envInt(t, "BED_PPS", bedPPSDefault, 1000, 1_000_000)
-	runs := envInt(t, "BED_RUNS", 3, 1, 20)
+	runs := envInt(t, "BED_RUNS", 5, 1, 20)
 	seconds := envInt(t, "BED_SECONDS", 3, 1, 60)
 	repo, err := repoRoot()
 	if err != nil {
