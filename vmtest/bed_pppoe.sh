@@ -43,8 +43,14 @@ for m in $VMT_MODULES; do
 	insmod "/lib/modules/$m.ko" || echo "insmod $m failed"
 done
 
+# neths prints how many eth* netdevs exist.
+neths() {
+	set -- /sys/class/net/eth*
+	[ -e "$1" ] || set --
+	echo $#
+}
 n=0
-while [ "$(ls -d /sys/class/net/eth* 2>/dev/null | wc -l)" -lt "$VMT_DEVICES" ] && [ $n -lt 100 ]; do
+while [ "$(neths)" -lt "$VMT_DEVICES" ] && [ $n -lt 100 ]; do
 	sleep 0.1
 	n=$((n + 1))
 done
@@ -99,6 +105,7 @@ section apply-auto $ps_ apply --reason bed
 read -r m </sys/class/net/pppoe-wan/queues/rx-0/rps_cpus
 echo "=== INFO ppp_rps_auto=$m"
 section queues-auto $ps_ queues
+# shellcheck disable=SC2016 # expanded by the inner sh
 section state-auto sh -c 'for q in /sys/class/net/*/queues/rx-*; do echo "$q $(cat "$q/rps_cpus")"; done; for p in /proc/[0-9]*; do c=$(cat "$p/comm"); case $c in napi/*) echo "$c $(grep Cpus_allowed_list "$p/status")";; esac; done'
 
 # The sweep: the stock rule, auto, off, and every RPS mask of pppoe-wan
