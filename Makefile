@@ -206,3 +206,23 @@ test-packages:
 test-openwrt: deps packages packages-next
 	PACKET_STEERING_OPENWRT=1 $(GO) test -count=1 -timeout 30m -parallel 3 -v -run '^TestOpenWrt$$' ./vmtest/
 # ---- end test-openwrt ----
+
+# ---- beds: test-bed measurements of the board rules (docs/platforms.md "Test beds") ----
+# make beds: the PPPoE bed (a 4-vCPU x86_64 QEMU guest with Debian's kernel,
+# a kernel-only PPPoE session on its WAN NIC fed from the host) and the
+# skewed-RSS bed (host network namespaces, a 4-queue veth whose traffic all
+# lands on rx-0). Each runs `packet-steering tune` over the stock rule, auto
+# and the RPS masks of the steered device and prints forwarded packets/s
+# as ratios to auto's. Figures, not pass/fail on timing (each fails only
+# when the bed itself does not work, or auto does not steer the device).
+# BED_PPS, BED_RUNS, BED_SECONDS set the PPPoE bed's offered load and
+# sweep; SKEW_BED_RULES, _RATE, _RUNS, _SECONDS, _WARMUP the skew bed's.
+.PHONY: beds bed-pppoe bed-skew
+beds: bed-pppoe bed-skew
+
+bed-pppoe: deps
+	PACKET_STEERING_BEDS=1 $(GO) test -count=1 -timeout 45m -v -run '^TestBedPPPoE$$' ./vmtest/
+
+bed-skew: deps
+	PACKET_STEERING_BEDS=1 $(GO) test -count=1 -timeout 20m -v -run '^TestBedSkew$$' ./tune/
+# ---- end beds ----

@@ -394,6 +394,59 @@ func TestRuleSkewThreads(t *testing.T) {
 	}
 }
 
+// Threads without IRQs (veth, the skewed-RSS test bed): the skew shows in
+// the CPU time alone, and only the thread's CPU is kept off.
+func TestRuleSkewThreadsNoIRQ(t *testing.T) {
+	s := copySnap(presetSnapshot(t, "x86-8-threaded"))
+	var irqs []platform.IRQ
+	for _, q := range s.IRQs {
+		if q.Device != "eth0" && !strings.HasPrefix(q.Name, "eth0") {
+			irqs = append(irqs, q)
+		}
+	}
+	s.IRQs = irqs
+	for i := range s.NAPIThreads {
+		if s.NAPIThreads[i].Name == "napi/eth0-8193" {
+			s.NAPIThreads[i].CPUTicks = 50000
+		} else if s.NAPIThreads[i].Device == "eth0" {
+			s.NAPIThreads[i].CPUTicks = 100
+		}
+	}
+	p := mustPlan(t, s, ModeAuto)
+	if !hasHint(p, HintRSSSkew) {
+		t.Fatalf("no %s hint: %v", HintRSSSkew, hintIDs(p))
+	}
+	if v, _ := value(p, KindRPSCPUs, "eth0/rx-0"); !cpuset.SameMask(v, "fe") {
+		t.Errorf("eth0 rx-0 RPS %s, want fe (every CPU but the thread's CPU0)", v)
+	}
+}
+
+// Two CPUs: one CPU besides the thread's is left, and the skewed queue is
+// still spread to it (the skewed-RSS bed measured RPS to the other CPU at
+// twice RPS off).
+func TestRuleSkewTwoCPUs(t *testing.T) {
+	s := copySnap(presetSnapshot(t, "x86-8-threaded"))
+	cpus := append([]platform.CPU(nil), s.CPUs...)
+	for i := range cpus {
+		cpus[i].Online = cpus[i].ID < 2
+	}
+	s.CPUs = cpus
+	for i := range s.NAPIThreads {
+		if s.NAPIThreads[i].Name == "napi/eth0-8193" {
+			s.NAPIThreads[i].CPUTicks = 50000
+		} else if s.NAPIThreads[i].Device == "eth0" {
+			s.NAPIThreads[i].CPUTicks = 100
+		}
+	}
+	p := mustPlan(t, s, ModeAuto)
+	if !hasHint(p, HintRSSSkew) {
+		t.Fatalf("no %s hint: %v", HintRSSSkew, hintIDs(p))
+	}
+	if v, _ := value(p, KindRPSCPUs, "eth0/rx-0"); !cpuset.SameMask(v, "2") {
+		t.Errorf("eth0 rx-0 RPS %s, want 2 (the CPU besides the thread's)", v)
+	}
+}
+
 func TestCapacities(t *testing.T) {
 	mk := func(caps, freqs []int) *platform.Snapshot {
 		s := &platform.Snapshot{}

@@ -389,6 +389,9 @@ func checkGuest(t *testing.T, g *guest, con *consoleOut) {
 			c.errorf("daemon status: %d CPUs, the guest has %d", st.Platform.CPUs, g.cpus)
 		}
 	}
+	if g.pppoe {
+		checkPPPoE(c, con)
+	}
 	var viaDaemon steering.Result
 	if c.getJSON(con, "call-apply", &viaDaemon) && (len(viaDaemon.Changed) != 0 || len(viaDaemon.Failed) != 0) {
 		c.errorf("apply through the daemon changed %d and failed %d actions, want none", len(viaDaemon.Changed), len(viaDaemon.Failed))

@@ -300,13 +300,22 @@ func (c *cache) buildImage(ctx context.Context, g *guest, dir string) (image, er
 			return image{}, err
 		}
 	}
-	conf := fmt.Sprintf("VMT_MODULES=%q\nVMT_TRAFFIC=%d\nVMT_ECHO=%d\nVMT_COUNT=%d\nVMT_DEVICES=%d\nVMT_ADAPTIVE=%d\nVMT_FLOOD=%d\n",
-		strings.Join(names, " "), boolInt(g.queues > 0), echoPort, g.count, g.nics(), boolInt(g.adaptive && g.queues > 0), floodPort)
-	if err := writeFile(filepath.Join(root, "etc", "vmtest.conf"), []byte(conf), 0o644); err != nil {
+	conf := fmt.Sprintf("VMT_MODULES=%q\nVMT_TRAFFIC=%d\nVMT_ECHO=%d\nVMT_COUNT=%d\nVMT_DEVICES=%d\nVMT_ADAPTIVE=%d\nVMT_FLOOD=%d\nVMT_PPPOE=%d\n",
+		strings.Join(names, " "), boolInt(g.queues > 0), echoPort, g.count, g.nics(), boolInt(g.adaptive && g.queues > 0), floodPort, boolInt(g.pppoe && g.queues > 0))
+	if err := writeFile(filepath.Join(root, "etc", "vmtest.conf"), []byte(conf+g.conf), 0o644); err != nil {
 		return image{}, err
 	}
-	if err := writeFile(filepath.Join(root, "init"), initScript, 0o755); err != nil {
+	init := initScript
+	if g.init != nil {
+		init = g.init
+	}
+	if err := writeFile(filepath.Join(root, "init"), init, 0o755); err != nil {
 		return image{}, err
+	}
+	for dst, b := range g.files {
+		if err := writeFile(filepath.Join(root, dst), b, 0o755); err != nil {
+			return image{}, err
+		}
 	}
 	initrd := filepath.Join(dir, "initrd.gz")
 	script := `cd "$1" && find . | cpio -o -H newc --quiet | gzip -1 > "$2"`

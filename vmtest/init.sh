@@ -17,7 +17,7 @@ mount -t tmpfs tmp /tmp
 echo 1 >/proc/sys/kernel/printk
 
 # VMT_MODULES, VMT_TRAFFIC, VMT_ECHO, VMT_COUNT, VMT_DEVICES, VMT_ADAPTIVE,
-# VMT_FLOOD
+# VMT_FLOOD, VMT_PPPOE
 # shellcheck source=/dev/null
 . /etc/vmtest.conf
 
@@ -300,5 +300,44 @@ adaptive_check() {
 }
 if [ "$VMT_ADAPTIVE" = 1 ]; then
 	adaptive_check
+fi
+
+# auto steers a PPPoE device: a kernel-only session over the single-queue
+# NIC (no peer answers: the plan needs the ppp netdev and netifd's config,
+# not traffic; vmtest/bed_pppoe_test.go is the bed with traffic). Its rx-0
+# RPS must be set, away from the carrier's rx NAPI thread.
+pppoe_check() {
+	/usr/bin/vmguest pppoe -dev "$SQ" -peer 02:00:5e:10:00:01 -sid 4660 -name pppoe-wan >/tmp/pppoe.out 2>&1 &
+	pppoe=$!
+	n=0
+	while [ ! -e /sys/class/net/pppoe-wan ] && [ $n -lt 100 ]; do
+		sleep 0.1
+		n=$((n + 1))
+	done
+	ip link set pppoe-wan up
+	printf "config interface 'wan'\n\toption proto 'pppoe'\n\toption device '%s'\n" "$SQ" >/etc/config/network
+	printf "config globals 'globals'\n\toption mode 'auto'\n" >/etc/config/packet_steering
+	section pppoe-apply $ps_ apply --json --reason vmtest-pppoe
+	m=
+	read -r m </sys/class/net/pppoe-wan/queues/rx-0/rps_cpus
+	napi=
+	for p in $NAPI_PIDS; do
+		read -r c <"/proc/$p/comm"
+		case $c in
+		napi/"$SQ"-0) ;;
+		napi/"$SQ"-*)
+			while read -r k rest; do
+				[ "$k" = Cpus_allowed_list: ] && napi=$rest
+			done <"/proc/$p/status"
+			;;
+		esac
+	done
+	echo "=== INFO pppoe_rps=$m pppoe_carrier_napi=$napi"
+	kill "$pppoe"
+	wait "$pppoe"
+	section pppoe-session cat /tmp/pppoe.out
+}
+if [ "$VMT_PPPOE" = 1 ] && [ -n "$SQ" ]; then
+	pppoe_check
 fi
 finish

@@ -54,6 +54,10 @@ type guest struct {
 	// (the router build's daemon in mode adaptive, a CPU hog and traffic
 	// into one rx queue; init.sh adaptive_check).
 	adaptive bool
+	// pppoe: the guest also checks that auto steers a PPPoE device (a
+	// kernel-only session over the single-queue NIC; init.sh pppoe_check,
+	// pppoe_check_test.go). Its modules must be in modules.
+	pppoe bool
 
 	// suite is the Debian suite the kernel comes from through a source
 	// list of the test's own (kernels_test.go); "" the system's sources.
@@ -62,6 +66,15 @@ type guest struct {
 	// "ok" or "unavailable" (a prefix); wantRxSource how the multi-queue
 	// NIC's rx queues must be paired (netlink_check_test.go).
 	wantNetlink, wantRxSource string
+
+	// The test beds' guests (bed_pppoe_test.go): init replaces init.sh as
+	// /init, conf is appended to /etc/vmtest.conf, files are put into the
+	// initramfs (path in the guest -> content), and watch, when set, sees
+	// every console line as it arrives, with the namespace of the taps.
+	init  []byte
+	conf  string
+	files map[string][]byte
+	watch func(ns *netnstest.NS, line string)
 }
 
 // nics is how many NICs the guest gets.
@@ -84,9 +97,9 @@ func guests() []*guest {
 			// The boot-time check that the timer IRQ arrives times out when
 			// the emulated CPUs are starved ("IO-APIC + timer doesn't work!").
 			cmdline: "no_timer_check",
-			modules: []string{"virtio_pci", "virtio_net"},
+			modules: []string{"virtio_pci", "virtio_net", "pppoe"},
 			count:   1000, timeout: 8 * time.Minute,
-			adaptive:    true,
+			adaptive: true, pppoe: true,
 			wantNetlink: "unavailable", wantRxSource: platform.SourceNAPIOrder,
 		},
 		// OpenWrt 25.12's kernel series and the newest Debian kernel,
@@ -212,6 +225,9 @@ func boot(ctx context.Context, t *testing.T, g *guest, img image, logPath string
 			line := strings.TrimRight(sc.Text(), "\r")
 			if flood != nil {
 				flood.line(line)
+			}
+			if g.watch != nil {
+				g.watch(ns, line)
 			}
 			mu.Lock()
 			buf.WriteString(line)

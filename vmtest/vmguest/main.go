@@ -19,6 +19,10 @@
 //	vmguest events SOCKET PATTERN
 //	    print each ubus event matching PATTERN as one line, "EVENT JSON",
 //	    until SIGTERM
+//	vmguest pppoe -dev DEV -peer MAC -sid N -name NAME
+//	    a kernel-only PPPoE session over DEV to MAC with session id N and
+//	    its ppp netdev named NAME (no discovery, no LCP: the test beds
+//	    send the session's frames themselves), kept until SIGTERM
 //
 // It is a test tool, not part of the router package.
 package main
@@ -67,6 +71,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return hog(ctx, args[1:])
 	case "keepalive":
 		return keepalive(ctx, args[1:])
+	case "pppoe":
+		return pppoe(ctx, args[1:], out)
 	case "events":
 		if len(args) != 3 {
 			return errors.New("usage: vmguest events SOCKET PATTERN")
