@@ -51,6 +51,19 @@ const (
 	luciHoldEnv = "PACKET_STEERING_LUCI_HOLD"
 )
 
+// luciBudget is what the LuCI checks add to a boot's timeout: the browser
+// run (the router waits for it) and the logins; nothing on a 1-CPU boot,
+// which has no LuCI checks.
+func luciBudget(img owImage) time.Duration {
+	if img.cpus == 1 {
+		return 0
+	}
+	if os.Getenv(luciHoldEnv) != "" {
+		return time.Hour
+	}
+	return 3 * time.Minute
+}
+
 // luciScript is the router's side of the LuCI checks.
 //
 //go:embed openwrt/check-luci.sh

@@ -481,7 +481,7 @@ const owTap = "owtq0"
 func bootOpenWrt(ctx context.Context, t *testing.T, img owImage, kern, initrd, logPath string) (string, error) {
 	ns := netnstest.New(t, "vm")
 	a := img.arch
-	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	ctx, cancel := context.WithTimeout(ctx, a.timeout+luciBudget(img)) // the LuCI checks' time (openwrt_luci_test.go)
 	defer cancel()
 	args := []string{"netns", "exec", ns.Name, a.qemu,
 		"-nodefaults", "-display", "none", "-no-reboot", "-serial", "stdio", "-monitor", "none"}

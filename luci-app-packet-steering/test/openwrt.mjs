@@ -189,8 +189,12 @@ try {
 		for (const r of after.devices[0].rx)
 			assert.deepEqual(await marked(p, 'eth0', r.queue, RPS), maskCPUs(r.rps_cpus), `${r.queue}: the page shows ${r.rps_cpus}`);
 		assert.deepEqual(admin.errors, [], 'no console errors');
-		if (shot)
+		if (shot) {
 			await p.screenshot({ path: shot + '.png', fullPage: true });
+			// The first screen (status and the map), for the docs.
+			await p.evaluate(() => window.scrollTo(0, 0));
+			await p.screenshot({ path: shot + '-top.png' });
+		}
 	});
 
 	await check('luci-readonly', async () => {
