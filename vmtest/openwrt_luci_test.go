@@ -170,23 +170,42 @@ func (l *luciRun) browse() []byte {
 			}
 			select {
 			case <-l.ctx.Done():
-				return []byte("FAIL luci-login: cancelled while holding\n")
+				return luciResult(nil, errors.New("cancelled while holding"), time.Since(start))
 			case <-time.After(time.Second):
 			}
 		}
 	}
 	lines, err := l.runBrowser()
-	out := strings.Join(lines, "\n") + "\n"
+	return luciResult(lines, err, time.Since(start))
+}
+
+// luciBrowserChecks are the checks openwrt.mjs reports (check-luci.sh's
+// LUCI_BROWSER).
+var luciBrowserChecks = []string{"luci-login", "luci-queues", "luci-save-apply", "luci-readonly"}
+
+// luciResult is what the router is served: the browser's result lines,
+// then, when the run failed, a FAIL with its error for every check it did
+// not report, and the run's time.
+func luciResult(lines []string, err error, took time.Duration) []byte {
+	var b strings.Builder
+	reported := map[string]bool{}
+	for _, l := range lines {
+		b.WriteString(l + "\n")
+		if kind, rest, ok := strings.Cut(l, " "); ok && (kind == "PASS" || kind == "FAIL") {
+			name, _, _ := strings.Cut(rest, ":")
+			reported[name] = true
+		}
+	}
 	if err != nil {
 		why := strings.ReplaceAll(err.Error(), "\n", " ")
-		for _, n := range []string{"luci-login", "luci-queues", "luci-save-apply", "luci-readonly"} {
-			if !strings.Contains(out, " "+n) {
-				out += fmt.Sprintf("FAIL %s: browser run: %s\n", n, why)
+		for _, n := range luciBrowserChecks {
+			if !reported[n] {
+				fmt.Fprintf(&b, "FAIL %s: browser run: %s\n", n, why)
 			}
 		}
 	}
-	out += fmt.Sprintf("TIME luci-browser %.1fs\n", time.Since(start).Seconds())
-	return []byte(out)
+	fmt.Fprintf(&b, "TIME luci-browser %.1fs\n", took.Seconds())
+	return []byte(b.String())
 }
 
 // runBrowser runs node on openwrt.mjs inside the namespace and collects its
