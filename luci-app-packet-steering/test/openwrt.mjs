@@ -105,6 +105,15 @@ async function login(browser, user, password) {
 	return { context, page, errors };
 }
 
+// toTop scrolls the page and every scrolled box (themes such as the
+// 23.05.5 image's scroll their content pane, not the window) to the top.
+function toTop() {
+	window.scrollTo(0, 0);
+	for (const e of document.querySelectorAll('*'))
+		if (e.scrollTop)
+			e.scrollTop = 0;
+}
+
 const results = [];
 function report(line) {
 	results.push(line);
@@ -190,9 +199,10 @@ try {
 			assert.deepEqual(await marked(p, 'eth0', r.queue, RPS), maskCPUs(r.rps_cpus), `${r.queue}: the page shows ${r.rps_cpus}`);
 		assert.deepEqual(admin.errors, [], 'no console errors');
 		if (shot) {
+			await p.evaluate(toTop);
 			await p.screenshot({ path: shot + '.png', fullPage: true });
 			// The first screen (status and the map), for the docs.
-			await p.evaluate(() => window.scrollTo(0, 0));
+			await p.evaluate(toTop);
 			await p.screenshot({ path: shot + '-top.png' });
 		}
 	});
@@ -223,8 +233,10 @@ try {
 		});
 		for (const m of [ 'set_mode', 'apply' ])
 			assert.equal(forced[m].error?.code, -32002, `${m} as the viewer: ${JSON.stringify(forced[m])}`);
-		if (shot)
+		if (shot) {
+			await p.evaluate(toTop);
 			await p.screenshot({ path: shot + '-readonly.png', fullPage: true });
+		}
 		const st1 = await call(sid, 'packet_steering', 'status');
 		const q1 = await call(sid, 'packet_steering', 'get_queues', { device: 'eth0' });
 		assert.equal(st1.mode, mode, 'mode unchanged');
