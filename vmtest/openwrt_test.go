@@ -413,6 +413,9 @@ func (c *cache) buildOpenWrt(ctx context.Context, img owImage, root, pkgDir, nex
 			return "", "", err
 		}
 	}
+	if err := luciFiles(root); err != nil { // the LuCI checks (openwrt_luci_test.go)
+		return "", "", err
+	}
 	for _, d := range []string{"dev", "proc", "sys", "tmp", "overlay", "mnt", "rom"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			return "", "", err
@@ -481,7 +484,7 @@ const owTap = "owtq0"
 func bootOpenWrt(ctx context.Context, t *testing.T, img owImage, kern, initrd, logPath string) (string, error) {
 	ns := netnstest.New(t, "vm")
 	a := img.arch
-	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	ctx, cancel := context.WithTimeout(ctx, a.timeout+luciBudget(img)) // the LuCI checks' time (openwrt_luci_test.go)
 	defer cancel()
 	args := []string{"netns", "exec", ns.Name, a.qemu,
 		"-nodefaults", "-display", "none", "-no-reboot", "-serial", "stdio", "-monitor", "none"}
@@ -491,6 +494,7 @@ func bootOpenWrt(ctx context.Context, t *testing.T, img owImage, kern, initrd, l
 		"-append", strings.TrimSpace("console="+a.console+" rdinit=/sbin/init panic=-1 "+a.cmdline),
 		"-netdev", fmt.Sprintf("tap,id=n0,ifname=%s,script=no,downscript=no,vhost=off,queues=4", owTap),
 		"-device", "virtio-net-pci,netdev=n0,mq=on,vectors=10,romfile=")
+	luci := startLuci(ctx, t, img, ns) // the LuCI checks' browser (openwrt_luci_test.go)
 	stdout, logf, stop, err := startQEMU(t, args, logPath)
 	if err != nil {
 		return "", err
@@ -510,6 +514,7 @@ func bootOpenWrt(ctx context.Context, t *testing.T, img owImage, kern, initrd, l
 			mu.Lock()
 			buf.WriteString(line + "\n")
 			mu.Unlock()
+			luci.line(line)
 			if strings.Contains(line, "PSCHECK ") {
 				t.Logf("%s: %s", img.name, line[strings.Index(line, "PSCHECK "):])
 			}

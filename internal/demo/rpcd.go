@@ -15,9 +15,8 @@ import (
 // The objects rpcd serves next to the application's, as far as LuCI's page
 // loading and a script logging in need them: session login and access
 // (rpcd's session.c) and luci getFeatures (rpcd-mod-luci). They are
-// answered by the /ubus handler itself, under the ACL rpcd gives an
-// unauthenticated caller (rpcd's acl.d unauthenticated.json: session
-// access and login; luci-base: luci getFeatures), which every session has.
+// answered by the /ubus handler itself, to the sessions that hold rpcd's
+// acl.d group "unauthenticated" (GroupUnauthenticated).
 
 // User is a demo login: its password and the acl.d groups it holds.
 type User struct {
@@ -32,7 +31,17 @@ const sessionTimeout = 300
 // dispatcher does; the oldest session goes first.
 const maxSessions = 64
 
-// unauthenticated is what every session, also the anonymous one, may call.
+// GroupUnauthenticated is rpcd's acl.d group of what LuCI calls before
+// and around every view (unauthenticated.json: session access and login;
+// luci-base.json adds luci getFeatures to it). rpcd gives it to the
+// anonymous session; a login holds it only when its read list names it
+// (or '*'). A login that reads only the app's group is refused these calls
+// and LuCI logs it out before the page draws ("Login session is expired"),
+// as the real rpcd and LuCI of OpenWrt 23.05 do (docs/testing-openwrt.md,
+// "The LuCI page in a browser").
+const GroupUnauthenticated = "unauthenticated"
+
+// unauthenticated is what GroupUnauthenticated grants.
 var unauthenticated = map[string][]string{
 	"session": {"access", "login"},
 	"luci":    {"getFeatures"},
@@ -100,7 +109,7 @@ func (h *RPCHandler) callRPCD(req rpcRequest, sid, object, method string, fields
 	for _, m := range unauthenticated[object] {
 		allowed = allowed || m == method
 	}
-	if !ok || !allowed {
+	if !ok || !allowed || !sess.Holds(GroupUnauthenticated) {
 		return errorReply(req.ID, errAccess)
 	}
 	str := func(name string) string {
@@ -144,11 +153,13 @@ func (h *RPCHandler) callRPCD(req rpcRequest, sid, object, method string, fields
 }
 
 // allowed is the session's access to object.method, the rpcd objects'
-// unauthenticated methods included.
+// methods included when it holds GroupUnauthenticated.
 func (h *RPCHandler) allowed(sess Session, object, method string) bool {
-	for _, m := range unauthenticated[object] {
-		if m == method {
-			return true
+	if sess.Holds(GroupUnauthenticated) {
+		for _, m := range unauthenticated[object] {
+			if m == method {
+				return true
+			}
 		}
 	}
 	return sess.Allowed(h.ACL, object, method)
@@ -165,7 +176,10 @@ func (h *RPCHandler) aclDump(sess Session) map[string]any {
 			ubus[obj] = append(ubus[obj], fns...)
 		}
 	}
-	add(unauthenticated)
+	if sess.Holds(GroupUnauthenticated) {
+		groups[GroupUnauthenticated] = []string{"read"}
+		add(unauthenticated)
+	}
 	for name, level := range sess.Grants {
 		g, ok := h.ACL[name]
 		if !ok || level == AccessNone {

@@ -72,7 +72,8 @@ const (
 )
 
 // Demo logins (session login, and the page's ?user=): root may read and
-// write every acl.d group, viewer only read them; both have the empty
+// write every acl.d group, viewer only read them; both hold rpcd's
+// unauthenticated group (GroupUnauthenticated) and have the empty
 // password, as a fresh OpenWrt root has.
 const (
 	UserRoot   = "root"
@@ -101,12 +102,16 @@ func NewServer(cfg Config) (*Server, error) {
 		}
 		s.sid = hex.EncodeToString(b[:])
 	}
-	write, read := map[string]Access{}, map[string]Access{}
+	// As the logins the real-image test uses (rpcd login sections): root
+	// reads and writes every group ('*'), viewer reads LuCI's own
+	// unauthenticated group and the app's, and writes none.
+	write := map[string]Access{GroupUnauthenticated: AccessRead}
+	read := map[string]Access{GroupUnauthenticated: AccessRead}
 	for _, g := range s.acl.Groups() {
 		write[g], read[g] = AccessWrite, AccessRead
 	}
 	s.users = map[string]User{UserRoot: {Grants: write}, UserViewer: {Grants: read}}
-	s.sessions.Put(DefaultSID, Session{Grants: map[string]Access{}})
+	s.sessions.Put(DefaultSID, Session{Grants: map[string]Access{GroupUnauthenticated: AccessRead}})
 	if _, err := s.sessions.Login(s.users, UserRoot, "", s.sid); err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}

@@ -102,6 +102,8 @@ ifdown-ifup hotplug-add napi-after-flap knob-put-back logread daemon-mode-rpcd d
 caps-measure overlay-full ubusd-restart rpcd-restart netifd-restart kill-during-apply nonroot-refused
 upgrade remove"
 [ -n "$PSC_STOCK" ] && EXPECT="$EXPECT takeover handback"
+# shellcheck source=vmtest/openwrt/check-luci.sh # the LuCI page in a browser
+[ "$PSC_CPUS" = 1 ] || . /root/pscheck/check-luci.sh
 # --- a 1-CPU router: rpcd serves the object (globals.daemon auto) --------------
 
 if [ "$PSC_CPUS" = 1 ]; then
@@ -410,6 +412,8 @@ c_logread() {
 	fi
 }
 run logread c_logread
+# The LuCI page in the host's browser (check-luci.sh): the daemon running, mode auto.
+luci_checks
 
 # --- who serves the object: globals.daemon ------------------------------------
 
