@@ -662,6 +662,7 @@ func (e *Engine) SetMode(ctx context.Context, req SetModeRequest) (*Result, erro
 		if err := persistSettings(e.configDir, want.Mode, want.Flows); err != nil {
 			return nil, err
 		}
+		noteNetworkWritten(e.root, want.Mode, want.Flows)
 		want.Source = plan.SourcePacketSteering
 		e.mu.Lock()
 		e.live = nil
