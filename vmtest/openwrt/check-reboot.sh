@@ -31,7 +31,7 @@ MODE=all
 FLOWS=256
 
 say() { echo "PSCHECK $*"; }
-note() { echo "pscheck: $*"; }
+note() { echo "pscheck: $*" >/dev/console; }
 now() { cut -d' ' -f1 /proc/uptime; }
 T_START=$(now)
 
