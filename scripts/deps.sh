@@ -51,6 +51,8 @@ if [ "${1:-test}" = test ]; then
 	need qemu-system-aarch64 qemu-system-arm
 	need qemu-system-mipsel qemu-system-mips
 	need cpio cpio
+	# make test-openwrt's reboot pair: the router's root disk (mkfs.ext4 -d).
+	need mkfs.ext4 e2fsprogs
 fi
 
 if [ -n "$want" ]; then

@@ -477,7 +477,50 @@ func (e *Engine) plan(snap *platform.Snapshot, s plan.Settings) (*plan.Plan, err
 	if s.Mode == plan.ModeAdaptive {
 		p = e.adaptive.Lay(snap, p)
 	}
+	switch s.Mode {
+	case plan.ModeOff, plan.ModeLegacy, plan.ModeAll:
+		return unpinAutoOnlyThreads(snap, p, flows)
+	}
 	return p, nil
+}
+
+// unpinAutoOnlyThreads adds to a stock mode's plan p (off, legacy, all) an
+// action for every NAPI thread that auto places, p leaves alone and that is
+// not on all online CPUs: back to all of them, where the kernel starts it
+// (ReleaseActions' value). The stock modes place only the threads the stock
+// script recognises (rx threads: virtio_net's tx threads, all named
+// napi/<dev>-0, are not among them), while auto pins those too; without
+// this a thread auto had pinned stayed there after a switch to a stock
+// mode until the next reboot put it on every CPU, so the knobs of one
+// setting depended on the modes before it (found by make test-openwrt's
+// reboot pair: installed in auto, set_mode all, reboot: the tx threads went
+// from CPUs 0, 1, 2, 3 to 0-3 with the same settings). Threads already on
+// every CPU get no action, so a stock mode's plan on a machine auto never
+// touched is the stock script's.
+func unpinAutoOnlyThreads(snap *platform.Snapshot, p *plan.Plan, flows int) (*plan.Plan, error) {
+	auto, err := plan.NewPlan(snap, plan.PlanRequest{Mode: plan.ModeAuto, Flows: &flows})
+	if err != nil {
+		return nil, fmt.Errorf("plan auto (threads it pins): %w", err)
+	}
+	planned := map[string]bool{}
+	for _, a := range p.Actions {
+		if a.Kind == plan.KindNAPIAffinity {
+			planned[a.Target()] = true
+		}
+	}
+	var extra []plan.Action
+	for _, a := range ReleaseActions(snap, auto, "") {
+		if a.Kind != plan.KindNAPIAffinity || planned[a.Target()] || a.Current == "" || plan.SameValue(a.Kind, a.Current, a.Value) {
+			continue
+		}
+		extra = append(extra, a)
+	}
+	if len(extra) == 0 {
+		return p, nil
+	}
+	q := *p
+	q.Actions = append(append([]plan.Action(nil), p.Actions...), extra...)
+	return &q, nil
 }
 
 // Plan reads the machine and plans it. Zero fields of req mean "as
@@ -700,6 +743,7 @@ func (e *Engine) SetMode(ctx context.Context, req SetModeRequest) (*Result, erro
 		if err := persistSettings(e.configDir, want.Mode, want.Flows); err != nil {
 			return nil, err
 		}
+		noteNetworkWritten(e.root, want.Mode, want.Flows)
 		want.Source = plan.SourcePacketSteering
 		e.mu.Lock()
 		e.live = nil

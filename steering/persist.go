@@ -131,6 +131,38 @@ func persistSettings(configDir string, m plan.Mode, flows int) error {
 	return err
 }
 
+// NetworkSeenFile is where /etc/init.d/packet-steering notes, below the
+// root, the settings on LuCI's network page (network.@globals[0].
+// packet_steering and steering_flows, as "VALUE/FLOWS") as it last saw them
+// (files/usr/share/packet-steering/stock.sh, ps_remember_network): a reload
+// for a network change carries them into packet_steering.globals only when
+// they differ from the note. SetMode writes both files, so it writes the
+// note too; otherwise its own write of the network file looks like a change
+// on the page at the next reload_config, which then undoes a
+// packet_steering option set since (found by make test-openwrt's reboot
+// pair: set_mode all, then `uci set packet_steering.globals.flows=256` and
+// reload_config put flows back to 0, the steering_flows set_mode wrote).
+const NetworkSeenFile = "var/run/packet-steering/network-globals"
+
+// noteNetworkWritten records in root's NetworkSeenFile the network-page
+// values persistSettings wrote for m and flows (write and rename). The note
+// is advisory: when it cannot be written it is removed, and with no note
+// the next network reload takes the page's values, which are these.
+func noteNetworkWritten(root string, m plan.Mode, flows int) {
+	path := filepath.Join(root, NetworkSeenFile)
+	b := []byte(networkSteeringValue(m) + "/" + strconv.Itoa(flows) + "\n")
+	err := os.MkdirAll(filepath.Dir(path), 0o755)
+	if err == nil {
+		tmp := path + ".new"
+		if err = os.WriteFile(tmp, b, 0o644); err == nil {
+			err = os.Rename(tmp, path)
+		}
+	}
+	if err != nil {
+		os.Remove(path)
+	}
+}
+
 // DeviceRPS is one device's RPS mask (kernel hex format) for every rx queue,
 // as a `config device` section of packet_steering holds it in rps_cpus.
 type DeviceRPS struct {

@@ -94,6 +94,7 @@ type owImage struct {
 	release string // DISTRIB_RELEASE
 	arch    owArch
 	cpus    int
+	disk    string // the reboot pair's root disk: no initramfs (openwrt_reboot_test.go)
 }
 
 // releaseField reads KEY='value' from an openwrt_release file.
@@ -188,6 +189,7 @@ func TestOpenWrt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			runRebootPair(ctx, t, c, img, root, pkgDir, nextDir, only) // openwrt_reboot_test.go
 			if only != "" && !strings.Contains(","+only+",", ","+img.name+",") {
 				t.Skipf("%s not in %s", img.name, openwrtOnlyEnv)
 			}
@@ -431,6 +433,9 @@ func (c *cache) buildOpenWrt(ctx context.Context, img owImage, root, pkgDir, nex
 	}
 	if err := trimServices(root); err != nil {
 		return "", "", err
+	}
+	if img.disk != "" {
+		return "", k.image, nil // the reboot pair makes a disk of root (openwrt_reboot_test.go)
 	}
 	initrd := filepath.Join(filepath.Dir(root), "initrd.gz")
 	script := `cd "$1" && find . | cpio -o -H newc --quiet | gzip -1 > "$2"`
