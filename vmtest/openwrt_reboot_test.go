@@ -116,11 +116,13 @@ func rebootVerdict(out string, boot int, stock bool) []string {
 // runRebootPair is TestOpenWrt's hook: for the images rebootWanted picks,
 // the pair as subtest "reboot" of the image's subtest, before its other
 // boots. root is the unpacked image; the pair's own files are taken out of
-// it again once the disk is made.
-func runRebootPair(ctx context.Context, t *testing.T, c *cache, img owImage, root, pkgDir, nextDir, only string) {
+// it again once the disk is made. It returns how long the pair took.
+func runRebootPair(ctx context.Context, t *testing.T, c *cache, img owImage, root, pkgDir, nextDir, only string) time.Duration {
 	if !rebootWanted(img, only, os.Getenv(openwrtChecksEnv)) {
-		return
+		return 0
 	}
+	begin := time.Now()
+	defer func() { t.Logf("%s: the reboot pair took %v", img.name, time.Since(begin).Round(time.Second)) }()
 	t.Run("reboot", func(t *testing.T) {
 		start := time.Now()
 		img.name += "-reboot"
@@ -188,6 +190,7 @@ func runRebootPair(ctx context.Context, t *testing.T, c *cache, img owImage, roo
 			}
 		}
 	})
+	return time.Since(begin)
 }
 
 // buildRebootDisk prepares root as buildOpenWrt does for the other boots,
