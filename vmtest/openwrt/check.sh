@@ -40,6 +40,18 @@ run() {
 	say "TIME $n $(awk "BEGIN{printf \"%.1f\", $(now) - $t0}")s"
 }
 
+# expected CHECK...: the checks of the list that run() runs, all of them or,
+# with PACKET_STEERING_OPENWRT_CHECKS (PSC_ONLY), only those named (and the
+# install), for the EXPECT line.
+expected() {
+	local c only=
+	[ -n "${PSC_ONLY:-}" ] || { echo "$*"; return; }
+	for c in "$@"; do
+		case " services install boot-apply $PSC_ONLY " in *" $c "*) only="$only $c" ;; esac
+	done
+	echo "$only"
+}
+
 # waitfor SECONDS COMMAND...: until COMMAND succeeds.
 waitfor() {
 	local t="$1" i=0
@@ -107,7 +119,7 @@ upgrade remove"
 # --- a 1-CPU router: rpcd serves the object (globals.daemon auto) --------------
 
 if [ "$PSC_CPUS" = 1 ]; then
-	say "EXPECT services-1cpu install-1cpu served-by-rpcd set_mode-1cpu remove-1cpu"
+	say "EXPECT $(expected services-1cpu install-1cpu served-by-rpcd set_mode-1cpu remove-1cpu)"
 	note "image $PSC_IMAGE, $(grep -c ^processor /proc/cpuinfo) CPU, kernel $(uname -r)"
 	c_services_1() {
 		for p in procd ubusd netifd rpcd uhttpd logd; do
@@ -150,15 +162,8 @@ if [ "$PSC_CPUS" = 1 ]; then
 	exit 0
 fi
 
-if [ -n "${PSC_ONLY:-}" ]; then
-	# PACKET_STEERING_OPENWRT_CHECKS: only these (and the install).
-	only=
-	for c in $EXPECT; do
-		case " services install boot-apply $PSC_ONLY " in *" $c "*) only="$only $c" ;; esac
-	done
-	EXPECT=$only
-fi
-say "EXPECT $EXPECT"
+# shellcheck disable=SC2086 # the list, word by word
+say "EXPECT $(expected $EXPECT)"
 note "image $PSC_IMAGE, $(grep -c ^processor /proc/cpuinfo) CPUs, kernel $(uname -r)"
 
 # --- the image as booted ----------------------------------------------------
