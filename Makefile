@@ -204,7 +204,7 @@ test-packages:
 # packages-next).
 .PHONY: test-openwrt
 test-openwrt: deps packages packages-next
-	PACKET_STEERING_OPENWRT=1 $(GO) test -count=1 -timeout 30m -parallel 3 -v -run '^TestOpenWrt$$' ./vmtest/
+	PACKET_STEERING_OPENWRT=1 $(GO) test -count=1 -timeout 45m -parallel 3 -v -run '^TestOpenWrt$$' ./vmtest/
 # ---- end test-openwrt ----
 
 # ---- beds: test-bed measurements of the board rules (docs/platforms.md "Test beds") ----
