@@ -47,6 +47,9 @@ type knob struct {
 	act    plan.Action
 	path   string // file knobs: path below the root; "" for a thread
 	thread bool
+	// napi is the netlink attribute of a per-NAPI knob
+	// (platform.NAPIKnob*), written through a NAPIWriter; "" otherwise.
+	napi string
 }
 
 // knobIndex is what resolveKnob checks names against: the snapshot's
@@ -56,12 +59,18 @@ type knobIndex struct {
 	devices map[string]bool // device names
 	threads map[int]string  // pid -> thread name
 	irqs    map[int]bool    // IRQ numbers
+	napis   map[int]string  // NAPI id -> device (netlink napi-get)
 	pair    *plan.Pairing   // which device a thread or IRQ serves
 }
 
 func newKnobIndex(snap *platform.Snapshot) *knobIndex {
 	x := &knobIndex{rx: map[string]bool{}, tx: map[string]bool{}, devices: map[string]bool{},
-		threads: map[int]string{}, irqs: map[int]bool{}, pair: plan.PairQueues(snap)}
+		threads: map[int]string{}, irqs: map[int]bool{}, napis: map[int]string{}, pair: plan.PairQueues(snap)}
+	if snap.Netlink != nil {
+		for _, n := range snap.Netlink.NAPIs {
+			x.napis[n.ID] = n.Device
+		}
+	}
 	for i := range snap.Devices {
 		d := &snap.Devices[i]
 		x.devices[d.Name] = true
@@ -122,6 +131,14 @@ func (x *knobIndex) resolveKnob(a plan.Action) (knob, error) {
 			return k, fmt.Errorf("no IRQ %d in the snapshot: %w", a.IRQ, plan.ErrInvalid)
 		}
 		k.path = "proc/irq/" + strconv.Itoa(a.IRQ) + "/smp_affinity"
+	case plan.KindNAPIDeferHardIRQs, plan.KindNAPIGROFlushTimeout, plan.KindNAPIThreaded:
+		if dev, ok := x.napis[a.NAPIID]; !ok || a.NAPIID <= 0 || dev != a.Device || dev == "" {
+			return k, fmt.Errorf("no NAPI %d of %q in the snapshot: %w", a.NAPIID, a.Device, plan.ErrInvalid)
+		}
+		if _, err := plan.ParseNAPIKnob(a.Kind, a.Value); err != nil {
+			return k, fmt.Errorf("%s %q: %v: %w", a.Kind, a.Value, err, plan.ErrInvalid)
+		}
+		k.napi = plan.NAPIKnobName(a.Kind)
 	case plan.KindSysctl:
 		p, ok := sysctlPaths[a.Key]
 		if !ok {
@@ -279,7 +296,18 @@ func applyUnit(w Writer, x *knobIndex, unit string, acts []plan.Action, dryRun, 
 		if before != nil {
 			before()
 		}
-		if err := writeKnob(w, k, a.Value); err != nil {
+		err = writeKnob(w, k, a.Value)
+		if err == nil && k.napi != "" {
+			// A per-NAPI knob is read back: napi-set acks what it
+			// parsed, napi-get says what the NAPI now holds. One that
+			// does not hold is a failure, undone with the device's
+			// other writes (itself included).
+			if err = verifyKnob(w, k, a.Value); err != nil {
+				failUnit(w, unit, acts[i+1:], append(done, written{k: k, prev: live}), Failure{Action: a, Error: err.Error()}, res)
+				return
+			}
+		}
+		if err != nil {
 			if vanished(err) {
 				res.Skipped = append(res.Skipped, Skip{Action: a, Reason: "vanished: " + err.Error()})
 				continue
@@ -318,7 +346,26 @@ func failUnit(w Writer, unit string, rest []plan.Action, done []written, f Failu
 	}
 }
 
+// verifyKnob reads a knob back after writing value.
+func verifyKnob(w Writer, k knob, value string) error {
+	got, err := readKnob(w, k)
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	if !plan.SameValue(k.act.Kind, got, value) {
+		return fmt.Errorf("verify: wrote %s, the kernel holds %s", value, got)
+	}
+	return nil
+}
+
 func readKnob(w Writer, k knob) (string, error) {
+	if k.napi != "" {
+		nw, ok := w.(NAPIWriter)
+		if !ok {
+			return "", fmt.Errorf("%w (this writer has no netlink)", platform.ErrNAPIKnobsUnsupported)
+		}
+		return nw.NAPIKnob(k.act.NAPIID, k.napi)
+	}
 	if k.thread {
 		return w.ThreadAffinity(k.act.PID, k.act.Thread)
 	}
@@ -326,6 +373,13 @@ func readKnob(w Writer, k knob) (string, error) {
 }
 
 func writeKnob(w Writer, k knob, value string) error {
+	if k.napi != "" {
+		nw, ok := w.(NAPIWriter)
+		if !ok {
+			return fmt.Errorf("%w (this writer has no netlink)", platform.ErrNAPIKnobsUnsupported)
+		}
+		return nw.SetNAPIKnob(k.act.NAPIID, k.napi, value)
+	}
 	if k.thread {
 		return w.SetThreadAffinity(k.act.PID, k.act.Thread, value)
 	}

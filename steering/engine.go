@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -147,6 +149,26 @@ type RxQueueView struct {
 	// Adaptive is set when the adaptive mode placed the queue away from
 	// the auto plan: where auto puts it, and why it was moved.
 	Adaptive *adaptive.Deviation `json:"adaptive,omitempty"`
+	// NAPIKnobs are the per-NAPI knobs of the NAPI instance serving the
+	// queue (netlink napi-get/napi-set, Linux 6.13+); nil when the kernel
+	// reports none for it.
+	NAPIKnobs *NAPIKnobsView `json:"napi_knobs,omitempty"`
+}
+
+// NAPIKnobsView is one NAPI instance's per-NAPI knobs, live and wanted
+// (decimal text; a live value "" is not reported by this kernel, a wanted
+// one "" is left alone by the plan).
+type NAPIKnobsView struct {
+	NAPIID int `json:"napi_id"`
+	// Source says how the NAPI is known to serve the queue (as for
+	// NAPIView).
+	Source                string `json:"source,omitempty"`
+	DeferHardIRQs         string `json:"defer_hard_irqs"`
+	WantDeferHardIRQs     string `json:"want_defer_hard_irqs"`
+	GROFlushTimeoutNS     string `json:"gro_flush_timeout_ns"`
+	WantGROFlushTimeoutNS string `json:"want_gro_flush_timeout_ns"`
+	Threaded              string `json:"threaded,omitempty"`
+	WantThreaded          string `json:"want_threaded,omitempty"`
 }
 
 // NAPIView is a NAPI thread's live and wanted CPUs (cpu lists).
@@ -559,6 +581,15 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 	// The snapshot was read under the lock this apply holds: the plan's
 	// current values are the live ones, so knobs are not read again.
 	res := applyPlan(ctx, e.writer, snap, actions, req.DryRun, true, before)
+	if !req.DryRun && threadsChanged(res) {
+		// A NAPI that went into (or out of) its own thread has a new
+		// kthread the plan could not place: plan and apply once more
+		// from a fresh read.
+		if snap2, _, acts2, err := e.planApply(ctx, req, nil, eff); err == nil {
+			snap = snap2
+			mergeResult(res, applyPlan(ctx, e.writer, snap2, acts2, false, true, before))
+		}
+	}
 	res.Mode = p.Mode
 	if !req.DryRun && len(res.Refused) > 0 {
 		// Advisory, like the state file: the next plan leaves them alone.
@@ -685,4 +716,29 @@ func (e *Engine) SetMode(ctx context.Context, req SetModeRequest) (*Result, erro
 		return nil, err
 	}
 	return res, nil
+}
+
+// threadsChanged reports whether an apply changed a NAPI's own threaded
+// mode (which starts or stops its kthread).
+func threadsChanged(res *Result) bool {
+	for _, a := range res.Changed {
+		if a.Kind == plan.KindNAPIThreaded {
+			return true
+		}
+	}
+	return false
+}
+
+// mergeResult adds the writes of a second pass to res.
+func mergeResult(res, more *Result) {
+	res.Changed = append(res.Changed, more.Changed...)
+	res.Failed = append(res.Failed, more.Failed...)
+	res.Skipped = append(res.Skipped, more.Skipped...)
+	res.Refused = append(res.Refused, more.Refused...)
+	for _, d := range more.Devices {
+		if !slices.Contains(res.Devices, d) {
+			res.Devices = append(res.Devices, d)
+		}
+	}
+	sort.Strings(res.Devices)
 }

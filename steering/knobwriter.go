@@ -2,6 +2,7 @@ package steering
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -35,6 +36,16 @@ type Writer interface {
 	// refuses (ErrNotKernelThread) when pid is no longer a kernel thread
 	// named comm.
 	SetThreadAffinity(pid int, comm, cpus string) error
+}
+
+// NAPIWriter is what a Writer implements to read and write the per-NAPI
+// knobs (netlink napi-get and napi-set; knob is a platform.NAPIKnob*
+// name, values are decimal text). A Writer without it cannot apply them:
+// those actions fail with platform.ErrNAPIKnobsUnsupported. Errors keep
+// fs.ErrNotExist reachable for a NAPI that is gone.
+type NAPIWriter interface {
+	NAPIKnob(id int, knob string) (string, error)
+	SetNAPIKnob(id int, knob, value string) error
 }
 
 // ErrNotKernelThread is returned when a PID names a user process or a
@@ -121,6 +132,24 @@ func (w *FSWriter) checkKernelThread(pid int, comm string) error {
 		return fmt.Errorf("pid %d is now %q, not %q: %w", pid, name, comm, ErrNotKernelThread)
 	}
 	return nil
+}
+
+// NAPIKnob implements NAPIWriter: with Root "/" through netlink in the
+// calling thread's network namespace; below a fixture root per-NAPI knobs
+// are not supported (a fixture snapshot has no netlink map).
+func (w *FSWriter) NAPIKnob(id int, knob string) (string, error) {
+	if !w.real() {
+		return "", fmt.Errorf("%w (below a fixture root)", platform.ErrNAPIKnobsUnsupported)
+	}
+	return platform.ReadNAPIKnob(context.Background(), id, knob)
+}
+
+// SetNAPIKnob implements NAPIWriter (see NAPIKnob).
+func (w *FSWriter) SetNAPIKnob(id int, knob, value string) error {
+	if !w.real() {
+		return fmt.Errorf("%w (below a fixture root)", platform.ErrNAPIKnobsUnsupported)
+	}
+	return platform.WriteNAPIKnob(context.Background(), id, knob, value)
 }
 
 // ThreadAffinity implements Writer.

@@ -1,0 +1,302 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/packet-steering/packet-steering/platform"
+)
+
+// Per-NAPI knobs in custom mode. A `config device` section may set, for
+// every NAPI instance of its device (options) or for one (list items
+// 'rx-N=VALUE', the NAPI serving rx queue N, or 'napi-ID=VALUE'):
+//
+//	defer_hard_irqs    queue_defer_hard_irqs    netlink napi-set defer-hard-irqs (6.13+)
+//	gro_flush_timeout  queue_gro_flush_timeout  gro-flush-timeout, ns (6.13+)
+//	napi_threaded      queue_napi_threaded      threaded, 0 or 1 (6.17+)
+//
+// What they trade (Documentation/networking/napi.rst, "Software IRQ
+// coalescing"): with defer-hard-irqs N > 0 and gro-flush-timeout T > 0 a
+// NAPI that polled nothing keeps its IRQ masked and is polled again from
+// a timer after T, up to N times, so a busy queue costs fewer interrupts
+// at up to T of added latency per packet; 0 and 0 (the kernel's default)
+// is an interrupt per burst. napi_threaded moves one NAPI instance into
+// its own kernel thread (1) or back into softirq (0), so a device's busy
+// queues can have threads while its idle ones stay in softirq.
+//
+// The NAPI instances are those netlink napi-get listed for the device
+// (platform.NetlinkInfo.NAPIs); a queue's NAPI is the one netlink
+// queue-get names, else its paired thread's, else, when the device has as
+// many NAPIs as rx queues, the one in the same place in id order. A kernel
+// without the knob (no napi-set before 6.13, no per-NAPI threaded before
+// 6.17), a snapshot without a netlink map and a device without NAPI
+// instances get the hint napi-knobs-unsupported and no action: nothing is
+// written.
+
+// Limits of the per-NAPI knob values: the kernel's own for defer-hard-irqs
+// (s32 max), one second for gro-flush-timeout (the kernel takes any u64,
+// but beyond a few hundred microseconds a timeout only adds latency).
+const (
+	MaxDeferHardIRQs     = 1<<31 - 1
+	MaxGROFlushTimeoutNS = 1_000_000_000
+)
+
+// HintNAPIKnobsUnsupported: a custom per-NAPI knob this kernel, snapshot
+// or device does not have; nothing is written for it.
+const HintNAPIKnobsUnsupported = "napi-knobs-unsupported"
+
+// NAPIKnobName is the netlink attribute name (platform.NAPIKnob*) of a
+// per-NAPI action kind; "" for other kinds.
+func NAPIKnobName(kind ActionKind) string {
+	switch kind {
+	case KindNAPIDeferHardIRQs:
+		return platform.NAPIKnobDeferHardIRQs
+	case KindNAPIGROFlushTimeout:
+		return platform.NAPIKnobGROFlushTimeout
+	case KindNAPIThreaded:
+		return platform.NAPIKnobThreaded
+	}
+	return ""
+}
+
+// IsNAPIKnob reports whether kind is a per-NAPI knob.
+func IsNAPIKnob(kind ActionKind) bool { return NAPIKnobName(kind) != "" }
+
+// napiTarget is Target for a per-NAPI knob.
+func napiTarget(a Action) string {
+	t := a.Device + " napi " + strconv.Itoa(a.NAPIID)
+	if a.Queue != "" {
+		t += " (" + a.Queue + ")"
+	}
+	return t
+}
+
+// DeviceNAPI is one NAPI instance of a device with the rx queue it serves.
+type DeviceNAPI struct {
+	NAPI *platform.NAPI
+	// Queue is the rx queue ("rx-N") the NAPI serves; "" when unknown.
+	Queue string
+	// Source says how the queue is known: platform.SourceNetlink,
+	// the paired thread's source, or platform.SourceNAPIOrder.
+	Source string
+}
+
+// DeviceNAPIs lists the NAPI instances netlink napi-get reported for d, in
+// id order, each with the rx queue it serves where known (see above).
+func DeviceNAPIs(s *platform.Snapshot, pair *Pairing, d *platform.Device) []DeviceNAPI {
+	if s.Netlink == nil {
+		return nil
+	}
+	var out []DeviceNAPI
+	for i := range s.Netlink.NAPIs {
+		if n := &s.Netlink.NAPIs[i]; n.Device == d.Name && n.Device != "" {
+			out = append(out, DeviceNAPI{NAPI: n})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].NAPI.ID < out[j].NAPI.ID })
+	find := func(id int) int {
+		for i := range out {
+			if id > 0 && out[i].NAPI.ID == id && out[i].Queue == "" {
+				return i
+			}
+		}
+		return -1
+	}
+	dp := pair.Device(d.Name)
+	unmapped := 0
+	for i, q := range d.RxQueues {
+		j, src := find(q.NAPIID), platform.SourceNetlink
+		if j < 0 && i < len(dp.Rx) && dp.Rx[i].Thread != nil {
+			j, src = find(dp.Rx[i].Thread.NAPIID), dp.Rx[i].ThreadSource
+		}
+		if j < 0 {
+			unmapped++
+			continue
+		}
+		out[j].Queue, out[j].Source = q.Name, src
+	}
+	// Nothing stated or paired (veth, a driver without threads): as many
+	// NAPIs as rx queues are taken to serve them in id order.
+	if unmapped == len(d.RxQueues) && len(out) == len(d.RxQueues) {
+		for i := range out {
+			out[i].Queue, out[i].Source = d.RxQueues[i].Name, platform.SourceNAPIOrder
+		}
+	}
+	return out
+}
+
+// napiKnobOpt is one per-NAPI knob of a `config device` section.
+type napiKnobOpt struct {
+	kind  ActionKind
+	opt   string // the device option
+	list  string // the per-NAPI list
+	value func(o platform.NAPIOverride) string
+}
+
+var napiKnobOpts = [...]napiKnobOpt{
+	{KindNAPIDeferHardIRQs, "defer_hard_irqs", "queue_defer_hard_irqs", func(o platform.NAPIOverride) string { return o.DeferHardIRQs }},
+	{KindNAPIGROFlushTimeout, "gro_flush_timeout", "queue_gro_flush_timeout", func(o platform.NAPIOverride) string { return o.GROFlushTimeout }},
+	{KindNAPIThreaded, "napi_threaded", "queue_napi_threaded", func(o platform.NAPIOverride) string { return o.Threaded }},
+}
+
+// ParseNAPIKnob checks a per-NAPI knob value and returns it in the
+// kernel's decimal form.
+func ParseNAPIKnob(kind ActionKind, val string) (string, error) {
+	limit := uint64(MaxDeferHardIRQs)
+	switch kind {
+	case KindNAPIGROFlushTimeout:
+		limit = MaxGROFlushTimeoutNS
+	case KindNAPIThreaded:
+		limit = 1
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(val), 10, 64)
+	if err != nil || n > limit {
+		return "", fmt.Errorf("want a whole number from 0 to %d", limit)
+	}
+	return strconv.FormatUint(n, 10), nil
+}
+
+// napiUnsupported says why kind cannot be set on n on this kernel; "" when
+// it can.
+func napiUnsupported(s *platform.Snapshot, kind ActionKind, n *platform.NAPI) string {
+	switch {
+	case s.Netlink == nil:
+		return "the snapshot has no netlink map (not read from a running kernel)"
+	case !slices.Contains(s.Netlink.Ops, "napi-set"):
+		return "not supported by this kernel: netlink napi-set needs Linux 6.13 (netlink: " + s.Netlink.Status + ")"
+	case kind == KindNAPIThreaded && n.Threaded == nil:
+		return "not supported by this kernel: per-NAPI threaded needs Linux 6.17"
+	case kind != KindNAPIThreaded && (n.DeferHardIRQs == nil || n.GROFlushTimeoutNS == nil):
+		return "not supported by this kernel: napi-get reports no per-NAPI config (Linux 6.13)"
+	}
+	return ""
+}
+
+// napiCurrent is n's live value of kind as decimal text.
+func napiCurrent(kind ActionKind, n *platform.NAPI) string {
+	switch {
+	case kind == KindNAPIDeferHardIRQs && n.DeferHardIRQs != nil:
+		return strconv.FormatUint(uint64(*n.DeferHardIRQs), 10)
+	case kind == KindNAPIGROFlushTimeout && n.GROFlushTimeoutNS != nil:
+		return strconv.FormatUint(*n.GROFlushTimeoutNS, 10)
+	case kind == KindNAPIThreaded && n.Threaded != nil:
+		return strconv.FormatUint(uint64(*n.Threaded), 10)
+	}
+	return ""
+}
+
+// applyNAPIOverrides plans the per-NAPI knobs of one `config device`
+// section (custom mode); bad reports a value that does not parse.
+func applyNAPIOverrides(b *builder, s *platform.Snapshot, d *platform.Device, o platform.DeviceOverride, bad func(opt, val string, err error)) {
+	devVal := [...]string{o.DeferHardIRQs, o.GROFlushTimeout, o.NAPIThreaded}
+	asked := false
+	for i := range napiKnobOpts {
+		if devVal[i] != "" {
+			asked = true
+		}
+	}
+	if !asked && len(o.QueueNAPI) == 0 {
+		return
+	}
+	napis := DeviceNAPIs(s, b.pairing(), d)
+	keys := make([]string, 0, len(o.QueueNAPI))
+	for k := range o.QueueNAPI {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	// want[i][kind index]: the value of each NAPI, device option first,
+	// then its own list items.
+	want := make([][3]string, len(napis))
+	for ki, ko := range napiKnobOpts {
+		if devVal[ki] == "" {
+			continue
+		}
+		v, err := ParseNAPIKnob(ko.kind, devVal[ki])
+		if err != nil {
+			bad(ko.opt, devVal[ki], err)
+			continue
+		}
+		for i := range want {
+			want[i][ki] = v
+		}
+	}
+	for _, k := range keys {
+		ov := o.QueueNAPI[k]
+		j := -1
+		for i, n := range napis {
+			if n.Queue == k || "napi-"+strconv.Itoa(n.NAPI.ID) == k {
+				j = i
+			}
+		}
+		for ki, ko := range napiKnobOpts {
+			raw := ko.value(ov)
+			if raw == "" {
+				continue
+			}
+			v, err := ParseNAPIKnob(ko.kind, raw)
+			if err == nil && j < 0 {
+				err = fmt.Errorf("%s has no NAPI instance %s (netlink lists %s)", d.Name, k, describeNAPIs(napis))
+			}
+			if err != nil {
+				bad(ko.list, k+"="+raw, err)
+				continue
+			}
+			want[j][ki] = v
+		}
+	}
+	var unsupported []string
+	note := func(opt, why string) {
+		if t := opt + ": " + why; !slices.Contains(unsupported, t) {
+			unsupported = append(unsupported, t)
+		}
+	}
+	for ki, ko := range napiKnobOpts {
+		asked := devVal[ki] != ""
+		for _, k := range keys {
+			asked = asked || ko.value(o.QueueNAPI[k]) != ""
+		}
+		if asked && len(napis) == 0 {
+			why := "netlink lists no NAPI instance of " + d.Name
+			if s.Netlink == nil {
+				why = "the snapshot has no netlink map (not read from a running kernel)"
+			} else if !slices.Contains(s.Netlink.Ops, "napi-set") {
+				why = napiUnsupported(s, ko.kind, &platform.NAPI{})
+			}
+			note(ko.opt, why)
+		}
+		for i, n := range napis {
+			if want[i][ki] == "" {
+				continue
+			}
+			if why := napiUnsupported(s, ko.kind, n.NAPI); why != "" {
+				note(ko.opt, why)
+				continue
+			}
+			k := actionKey{kind: ko.kind, device: d.Name, napi: n.NAPI.ID}
+			b.put(k, Action{Kind: ko.kind, Device: d.Name, Queue: n.Queue, NAPIID: n.NAPI.ID,
+				Value: want[i][ki], Current: napiCurrent(ko.kind, n.NAPI)})
+		}
+	}
+	if len(unsupported) > 0 {
+		b.hints = append(b.hints, Hint{ID: HintNAPIKnobsUnsupported, Device: d.Name,
+			Text: fmt.Sprintf("The per-NAPI knobs of device %s are not applied, nothing is written: %s.", d.Name, strings.Join(unsupported, "; "))})
+	}
+}
+
+// describeNAPIs names a device's NAPI instances for a hint.
+func describeNAPIs(napis []DeviceNAPI) string {
+	if len(napis) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(napis))
+	for i, n := range napis {
+		parts[i] = "napi-" + strconv.Itoa(n.NAPI.ID)
+		if n.Queue != "" {
+			parts[i] += " (" + n.Queue + ")"
+		}
+	}
+	return strings.Join(parts, ", ")
+}
