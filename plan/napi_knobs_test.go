@@ -87,11 +87,11 @@ func TestNAPIKnobOverrides(t *testing.T) {
 		},
 	}, {
 		name: "veth: queues by NAPI id order", kernel: "6.13",
-		dev: platform.DeviceOverride{Name: "veth0", QueueNAPI: map[string]platform.NAPIOverride{"rx-1": {GROFlushTimeout: "20000"}}},
+		dev:  platform.DeviceOverride{Name: "veth0", QueueNAPI: map[string]platform.NAPIOverride{"rx-1": {GROFlushTimeout: "20000"}}},
 		want: []string{"napi_gro_flush_timeout veth0 napi 21 (rx-1) 0 -> 20000"},
 	}, {
 		name: "threaded per NAPI on 6.17", kernel: "6.17",
-		dev: platform.DeviceOverride{Name: "eth0", QueueNAPI: map[string]platform.NAPIOverride{"rx-0": {Threaded: "1"}, "rx-2": {Threaded: "1"}}},
+		dev:  platform.DeviceOverride{Name: "eth0", QueueNAPI: map[string]platform.NAPIOverride{"rx-0": {Threaded: "1"}, "rx-2": {Threaded: "1"}}},
 		want: []string{"napi_threaded eth0 napi 8193 (rx-0) 0 -> 1", "napi_threaded eth0 napi 8195 (rx-2) 0 -> 1"},
 	}, {
 		name: "threaded on 6.13: not supported, the rest applies", kernel: "6.13",
