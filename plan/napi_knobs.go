@@ -29,8 +29,8 @@ import (
 //
 // The NAPI instances are those netlink napi-get listed for the device
 // (platform.NetlinkInfo.NAPIs); a queue's NAPI is the one netlink
-// queue-get names, else its paired thread's, else, when the device has as
-// many NAPIs as rx queues, the one in the same place in id order. A kernel
+// queue-get names, else, when the device has as many NAPIs as rx queues,
+// the one in the same place in id order, else its paired thread's. A kernel
 // without the knob (no napi-set before 6.13, no per-NAPI threaded before
 // 6.17), a snapshot without a netlink map and a device without NAPI
 // instances get the hint napi-knobs-unsupported and no action: nothing is
@@ -105,24 +105,33 @@ func DeviceNAPIs(s *platform.Snapshot, pair *Pairing, d *platform.Device) []Devi
 		}
 		return -1
 	}
-	dp := pair.Device(d.Name)
-	unmapped := 0
+	// What queue-get states first; then, with as many NAPIs as rx
+	// queues, the rest in id order (veth, virtio_net before 7.x: every
+	// NAPI is listed, threaded or not); else the paired threads.
+	var rest []int
 	for i, q := range d.RxQueues {
-		j, src := find(q.NAPIID), platform.SourceNetlink
-		if j < 0 && i < len(dp.Rx) && dp.Rx[i].Thread != nil {
-			j, src = find(dp.Rx[i].Thread.NAPIID), dp.Rx[i].ThreadSource
+		if j := find(q.NAPIID); j >= 0 {
+			out[j].Queue, out[j].Source = q.Name, platform.SourceNetlink
+		} else {
+			rest = append(rest, i)
 		}
-		if j < 0 {
-			unmapped++
-			continue
-		}
-		out[j].Queue, out[j].Source = q.Name, src
 	}
-	// Nothing stated or paired (veth, a driver without threads): as many
-	// NAPIs as rx queues are taken to serve them in id order.
-	if unmapped == len(d.RxQueues) && len(out) == len(d.RxQueues) {
-		for i := range out {
-			out[i].Queue, out[i].Source = d.RxQueues[i].Name, platform.SourceNAPIOrder
+	if len(out) == len(d.RxQueues) {
+		k := 0
+		for j := range out {
+			if out[j].Queue == "" && k < len(rest) {
+				out[j].Queue, out[j].Source = d.RxQueues[rest[k]].Name, platform.SourceNAPIOrder
+				k++
+			}
+		}
+		return out
+	}
+	dp := pair.Device(d.Name)
+	for _, i := range rest {
+		if i < len(dp.Rx) && dp.Rx[i].Thread != nil {
+			if j := find(dp.Rx[i].Thread.NAPIID); j >= 0 {
+				out[j].Queue, out[j].Source = d.RxQueues[i].Name, dp.Rx[i].ThreadSource
+			}
 		}
 	}
 	return out

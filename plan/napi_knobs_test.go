@@ -172,3 +172,20 @@ func TestDeviceNAPIsPairing(t *testing.T) {
 		}
 	}
 }
+
+func TestPairingWithSoftirqNAPIs(t *testing.T) {
+	// veth0's rx-0 NAPI (20) went back to softirq (per-NAPI threaded 0):
+	// only the thread of NAPI 21 is left, and it serves rx-1, not rx-0.
+	m := napiMachine("6.17")
+	m.thread(500, "napi/veth0-21")
+	s := m.snap()
+	dp := PairQueues(s).Device("veth0")
+	if dp.Rx[0].Thread != nil || dp.Rx[1].Thread == nil || dp.Rx[1].Thread.PID != 500 || dp.Rx[1].ThreadSource != platform.SourceNAPIOrder {
+		t.Errorf("rx-0 %+v, rx-1 %+v", dp.Rx[0].Thread, dp.Rx[1].Thread)
+	}
+	// Without the netlink map the inference stands (the thread's own order).
+	s.Netlink = nil
+	if dp := PairQueues(s).Device("veth0"); dp.Rx[0].Thread == nil || dp.Rx[0].Thread.PID != 500 {
+		t.Errorf("without netlink: rx-0 %+v", dp.Rx[0].Thread)
+	}
+}

@@ -117,6 +117,7 @@ func (p *Pairing) Device(name string) *DevicePairing {
 	dp := &DevicePairing{}
 	if i, ok := p.index[name]; ok {
 		dp = pairDevice(&p.snap.Devices[i], p.rx[name], p.tx[name], p.irqs[name])
+		napiOrderFix(p.snap, &p.snap.Devices[i], dp)
 	}
 	p.devs[name] = dp
 	return dp
