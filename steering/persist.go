@@ -198,3 +198,69 @@ func removeIfEmpty(path string) {
 		os.Remove(path)
 	}
 }
+
+// DeviceNAPIKnobs are the per-NAPI knobs PersistDeviceNAPIKnobs writes for
+// every NAPI instance of a device.
+type DeviceNAPIKnobs struct {
+	Device            string
+	DeferHardIRQs     uint32
+	GROFlushTimeoutNS uint64
+}
+
+// PersistDeviceNAPIKnobs writes each device's defer_hard_irqs and
+// gro_flush_timeout options in its `config device` section of
+// packet_steering (adding a section when the device has none) and drops
+// that section's queue_defer_hard_irqs and queue_gro_flush_timeout lists,
+// which would override them on some NAPIs. They take effect in mode
+// custom. A device name or value out of range is ErrInvalid, and nothing
+// is written.
+func PersistDeviceNAPIKnobs(configDir string, knobs []DeviceNAPIKnobs) error {
+	for _, k := range knobs {
+		if !plan.ValidDeviceName(k.Device) {
+			return fmt.Errorf("%w: device name %q", plan.ErrInvalid, k.Device)
+		}
+		if k.DeferHardIRQs > plan.MaxDeferHardIRQs || k.GROFlushTimeoutNS > plan.MaxGROFlushTimeoutNS {
+			return fmt.Errorf("%w: device %s: per-NAPI knobs %d, %d ns out of range", plan.ErrInvalid, k.Device, k.DeferHardIRQs, k.GROFlushTimeoutNS)
+		}
+	}
+	if err := os.MkdirAll(configDir, 0o755); err != nil {
+		return fmt.Errorf("config dir: %w", err)
+	}
+	err := uci.Update(configDir, configSteering, func(p *uci.Package) error {
+		for _, k := range knobs {
+			ref := ""
+			for _, s := range p.SectionsOfType("device") {
+				if n, _ := s.Get("name"); n == k.Device {
+					ref = s.Name
+					break
+				}
+			}
+			if ref == "" {
+				s, err := p.AddSection("device", "")
+				if err != nil {
+					return err
+				}
+				ref = s.Name
+				if err := p.Set(ref, "name", k.Device); err != nil {
+					return err
+				}
+			}
+			if err := p.Set(ref, "defer_hard_irqs", strconv.FormatUint(uint64(k.DeferHardIRQs), 10)); err != nil {
+				return err
+			}
+			if err := p.Set(ref, "gro_flush_timeout", strconv.FormatUint(k.GROFlushTimeoutNS, 10)); err != nil {
+				return err
+			}
+			for _, l := range []string{"queue_defer_hard_irqs", "queue_gro_flush_timeout"} {
+				if err := p.DeleteOption(ref, l); err != nil && !errors.Is(err, uci.ErrNotFound) {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("save %s/%s device sections: %w", configDir, configSteering, err)
+	}
+	return nil
+}

@@ -22,6 +22,9 @@ type measurement struct {
 	// printed, in Unit.
 	Throughput float64 `json:"throughput"`
 	Unit       string  `json:"unit"`
+	// Interrupts are the hardware interrupts during the run, all numbered
+	// IRQs of /proc/interrupts (napi.go irqCounting); nil when unread.
+	Interrupts *float64 `json:"interrupts,omitempty"`
 	// LossPercent is UDP datagram loss seen by the receiver, the worse
 	// direction with --bidir; nil when not measured (TCP, plain command).
 	LossPercent *float64 `json:"loss_percent,omitempty"`

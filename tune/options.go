@@ -54,6 +54,13 @@ type Options struct {
 	JSON bool
 	Save bool
 	List bool
+
+	// NAPI sweeps the per-NAPI knobs instead of the RPS masks (--napi):
+	// auto, then for each device (--devices, else every device whose
+	// NAPIs the kernel lets the plan set) gro-flush-timeout 0, 20000 and
+	// 200000 ns x defer-hard-irqs 0 and 2 (napi.go), capped by
+	// --max-configs.
+	NAPI bool
 }
 
 // DefaultOptions are the options `packet-steering tune` starts from: the
@@ -106,6 +113,9 @@ func (o *Options) Check() error {
 	}
 	if o.Bidir && o.Reverse {
 		return usagef("--bidir and --reverse exclude each other")
+	}
+	if o.NAPI && o.Candidates != "" {
+		return usagef("--napi generates its candidates; with --candidates list them as DEV:napi=DEFER,TIMEOUT_NS")
 	}
 	if o.Candidates != "" && o.Devices != "" {
 		return usagef("--devices only applies to generated candidates, not with --candidates")
@@ -224,7 +234,7 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 		break
 	}
 	sw := &sweep{
-		Candidates: cands, Runs: o.Runs, Settle: o.Settle, Load: load, Steerer: st,
+		Candidates: cands, Runs: o.Runs, Settle: o.Settle, Load: &irqCounting{loadDriver: load, root: o.Root}, Steerer: st,
 		Counters: func() ([]CPUCounters, error) { return ReadCounters(o.Root) },
 		Metric:   metric(o.Metric), Progress: stderr,
 	}
@@ -319,6 +329,9 @@ func (o *Options) candidates(ctx context.Context, eng *steering.Engine, stderr i
 			}
 		}
 	}
+	if o.NAPI {
+		return o.napiCandidates(snap, devs, stderr)
+	}
 	l := layoutFor(snap, plans, devs)
 	cs, dropped := generate(sweepModes(), l, o.MaxConfigs)
 	if dropped > 0 {
@@ -367,7 +380,16 @@ func (o *Options) save(ctx context.Context, eng *steering.Engine, rep *report, s
 // are. The mode is written by Engine.SetMode with Persist, which also keeps
 // network.globals.packet_steering truthful.
 func saveCandidate(ctx context.Context, eng *steering.Engine, configDir string, c candidate) (*steering.Result, error) {
-	if c.Mode == plan.ModeCustom {
+	if len(c.NAPI) > 0 {
+		napi := make([]steering.DeviceNAPIKnobs, len(c.NAPI))
+		for i, n := range c.NAPI {
+			napi[i] = steering.DeviceNAPIKnobs{Device: n.Device, DeferHardIRQs: n.DeferHardIRQs, GROFlushTimeoutNS: n.GROFlushTimeoutNS}
+		}
+		if err := steering.PersistDeviceNAPIKnobs(configDir, napi); err != nil {
+			return nil, err
+		}
+	}
+	if c.Mode == plan.ModeCustom && len(c.RPS) > 0 {
 		rps := make([]steering.DeviceRPS, len(c.RPS))
 		for i, r := range c.RPS {
 			rps[i] = steering.DeviceRPS{Device: r.Device, Mask: r.Mask}

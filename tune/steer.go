@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/packet-steering/packet-steering/adaptive"
@@ -70,6 +71,21 @@ func planCandidate(s *platform.Snapshot, c candidate) (*plan.Plan, error) {
 			sc.Devices = append(sc.Devices, platform.DeviceOverride{Name: d.Name, Flows: d.Flows})
 		}
 	}
+	for _, n := range c.NAPI {
+		o := platform.DeviceOverride{Name: n.Device,
+			DeferHardIRQs:   strconv.FormatUint(uint64(n.DeferHardIRQs), 10),
+			GROFlushTimeout: strconv.FormatUint(n.GROFlushTimeoutNS, 10)}
+		set := false
+		for i := range sc.Devices {
+			if sc.Devices[i].Name == n.Device {
+				sc.Devices[i].DeferHardIRQs, sc.Devices[i].GROFlushTimeout = o.DeferHardIRQs, o.GROFlushTimeout
+				set = true
+			}
+		}
+		if !set {
+			sc.Devices = append(sc.Devices, o)
+		}
+	}
 	for _, r := range c.RPS {
 		found := false
 		for _, d := range s.Devices {
@@ -103,6 +119,11 @@ func planCandidate(s *platform.Snapshot, c candidate) (*plan.Plan, error) {
 	for _, r := range c.RPS {
 		if !planSetsRPS(p, r.Device) {
 			return nil, fmt.Errorf("candidate %s: the plan sets no RPS mask on %s (no rx queues?): %w", c.Name, r.Device, plan.ErrInvalid)
+		}
+	}
+	for _, n := range c.NAPI {
+		if ok, why := planSetsNAPI(p, n.Device); !ok {
+			return nil, fmt.Errorf("candidate %s: %s: %w", c.Name, why, plan.ErrInvalid)
 		}
 	}
 	return p, nil
@@ -155,6 +176,7 @@ func (e *machine) Prepare(ctx context.Context, cands []candidate) (*prepared, er
 			e.restore = append(e.restore, r)
 		}
 	}
+	padNAPIKnobs(e.plans) // napi.go
 	if len(unreadable) > 0 {
 		return nil, fmt.Errorf("cannot capture the current value of %s, so it could not be restored; refusing to touch it",
 			strings.Join(unreadable, ", "))
