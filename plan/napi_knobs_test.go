@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -187,5 +188,31 @@ func TestPairingWithSoftirqNAPIs(t *testing.T) {
 	s.Netlink = nil
 	if dp := PairQueues(s).Device("veth0"); dp.Rx[0].Thread == nil || dp.Rx[0].Thread.PID != 500 {
 		t.Errorf("without netlink: rx-0 %+v", dp.Rx[0].Thread)
+	}
+}
+
+func TestPairingTxAfterThreadRecreated(t *testing.T) {
+	// virtio_net on 7.2 after rx-3's NAPI left its thread and came back
+	// (per-NAPI threaded 0, then release: 1): rx-3's thread has a new,
+	// higher PID; the tx threads still pair by the direction the other
+	// rx threads' PIDs run (measured in the sid guest: 138, 136, 134,
+	// then 282; tx threads 137, 135, 133, 131).
+	m := newMachine(4).eth("eth0", "sys/devices/pci0000:00/0000:00:03.0/virtio0", "virtio_net", 4, 4)
+	for i, pid := range []int{138, 136, 134, 282} {
+		m.thread(pid, fmt.Sprintf("napi/eth0-%d", 8193+i))
+	}
+	for _, pid := range []int{137, 135, 133, 131} {
+		m.thread(pid, "napi/eth0-0")
+	}
+	for i := range m.s.NAPIThreads {
+		if m.s.NAPIThreads[i].NAPIID == 0 {
+			m.s.NAPIThreads[i].Direction = platform.DirTX
+		}
+	}
+	dp := PairQueues(m.snap()).Device("eth0")
+	for i, want := range []int{137, 135, 133, 131} {
+		if got := dp.Tx[i].Thread; got == nil || got.PID != want {
+			t.Errorf("tx-%d paired with %+v, want pid %d", i, got, want)
+		}
 	}
 }
