@@ -137,19 +137,13 @@ func DeviceNAPIs(s *platform.Snapshot, pair *Pairing, d *platform.Device) []Devi
 	return out
 }
 
-// napiKnobOpt is one per-NAPI knob of a `config device` section.
-type napiKnobOpt struct {
-	kind  ActionKind
-	opt   string // the device option
-	list  string // the per-NAPI list
-	value func(o platform.NAPIOverride) string
-}
-
-var napiKnobOpts = [...]napiKnobOpt{
-	{KindNAPIDeferHardIRQs, "defer_hard_irqs", "queue_defer_hard_irqs", func(o platform.NAPIOverride) string { return o.DeferHardIRQs }},
-	{KindNAPIGROFlushTimeout, "gro_flush_timeout", "queue_gro_flush_timeout", func(o platform.NAPIOverride) string { return o.GROFlushTimeout }},
-	{KindNAPIThreaded, "napi_threaded", "queue_napi_threaded", func(o platform.NAPIOverride) string { return o.Threaded }},
-}
+// napiKinds, napiOpts and napiLists are the per-NAPI knobs with their
+// device options and per-NAPI lists, in the same order.
+var (
+	napiKinds = [3]ActionKind{KindNAPIDeferHardIRQs, KindNAPIGROFlushTimeout, KindNAPIThreaded}
+	napiOpts  = [3]string{"defer_hard_irqs", "gro_flush_timeout", "napi_threaded"}
+	napiLists = [3]string{"queue_defer_hard_irqs", "queue_gro_flush_timeout", "queue_napi_threaded"}
+)
 
 // ParseNAPIKnob checks a per-NAPI knob value and returns it in the
 // kernel's decimal form.
@@ -200,14 +194,8 @@ func napiCurrent(kind ActionKind, n *platform.NAPI) string {
 // applyNAPIOverrides plans the per-NAPI knobs of one `config device`
 // section (custom mode); bad reports a value that does not parse.
 func applyNAPIOverrides(b *builder, s *platform.Snapshot, d *platform.Device, o platform.DeviceOverride, bad func(opt, val string, err error)) {
-	devVal := [...]string{o.DeferHardIRQs, o.GROFlushTimeout, o.NAPIThreaded}
-	asked := false
-	for i := range napiKnobOpts {
-		if devVal[i] != "" {
-			asked = true
-		}
-	}
-	if !asked && len(o.QueueNAPI) == 0 {
+	devVal := [3]string{o.DeferHardIRQs, o.GROFlushTimeout, o.NAPIThreaded}
+	if devVal == [3]string{} && len(o.QueueNAPI) == 0 {
 		return
 	}
 	napis := DeviceNAPIs(s, b.pairing(), d)
@@ -216,82 +204,77 @@ func applyNAPIOverrides(b *builder, s *platform.Snapshot, d *platform.Device, o 
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	// want[i][kind index]: the value of each NAPI, device option first,
-	// then its own list items.
+	// want[i][k]: NAPI i's value of knob k, the device option first, then
+	// its own list items; asked[k]: the section sets knob k at all.
 	want := make([][3]string, len(napis))
-	for ki, ko := range napiKnobOpts {
-		if devVal[ki] == "" {
-			continue
+	var asked [3]bool
+	set := func(j, k int, opt, raw, item string) {
+		asked[k] = true
+		v, err := ParseNAPIKnob(napiKinds[k], raw)
+		if err == nil && j < 0 {
+			err = fmt.Errorf("%s has no NAPI instance %s (netlink lists %s)", d.Name, item, describeNAPIs(napis))
 		}
-		v, err := ParseNAPIKnob(ko.kind, devVal[ki])
 		if err != nil {
-			bad(ko.opt, devVal[ki], err)
-			continue
+			if item != "" {
+				raw = item + "=" + raw
+			}
+			bad(opt, raw, err)
+			return
 		}
 		for i := range want {
-			want[i][ki] = v
+			if i == j || item == "" {
+				want[i][k] = v
+			}
 		}
 	}
-	for _, k := range keys {
-		ov := o.QueueNAPI[k]
+	for k, raw := range devVal {
+		if raw != "" {
+			set(0, k, napiOpts[k], raw, "")
+		}
+	}
+	for _, key := range keys {
 		j := -1
 		for i, n := range napis {
-			if n.Queue == k || "napi-"+strconv.Itoa(n.NAPI.ID) == k {
+			if n.Queue == key || "napi-"+strconv.Itoa(n.NAPI.ID) == key {
 				j = i
 			}
 		}
-		for ki, ko := range napiKnobOpts {
-			raw := ko.value(ov)
-			if raw == "" {
-				continue
+		ov := o.QueueNAPI[key]
+		for k, raw := range [3]string{ov.DeferHardIRQs, ov.GROFlushTimeout, ov.Threaded} {
+			if raw != "" {
+				set(j, k, napiLists[k], raw, key)
 			}
-			v, err := ParseNAPIKnob(ko.kind, raw)
-			if err == nil && j < 0 {
-				err = fmt.Errorf("%s has no NAPI instance %s (netlink lists %s)", d.Name, k, describeNAPIs(napis))
-			}
-			if err != nil {
-				bad(ko.list, k+"="+raw, err)
-				continue
-			}
-			want[j][ki] = v
 		}
 	}
-	var unsupported []string
-	note := func(opt, why string) {
-		if t := opt + ": " + why; !slices.Contains(unsupported, t) {
-			unsupported = append(unsupported, t)
+	var why []string
+	for k, kind := range napiKinds {
+		if !asked[k] {
+			continue
 		}
-	}
-	for ki, ko := range napiKnobOpts {
-		asked := devVal[ki] != ""
-		for _, k := range keys {
-			asked = asked || ko.value(o.QueueNAPI[k]) != ""
-		}
-		if asked && len(napis) == 0 {
-			why := "netlink lists no NAPI instance of " + d.Name
-			if s.Netlink == nil {
-				why = "the snapshot has no netlink map (not read from a running kernel)"
-			} else if !slices.Contains(s.Netlink.Ops, "napi-set") {
-				why = napiUnsupported(s, ko.kind, &platform.NAPI{})
+		if len(napis) == 0 {
+			w := napiUnsupported(s, kind, &platform.NAPI{})
+			if w == "" || s.Netlink != nil && slices.Contains(s.Netlink.Ops, "napi-set") {
+				w = "netlink lists no NAPI instance of " + d.Name
 			}
-			note(ko.opt, why)
+			why = append(why, napiOpts[k]+": "+w)
 		}
 		for i, n := range napis {
-			if want[i][ki] == "" {
+			if want[i][k] == "" {
 				continue
 			}
-			if why := napiUnsupported(s, ko.kind, n.NAPI); why != "" {
-				note(ko.opt, why)
+			if w := napiUnsupported(s, kind, n.NAPI); w != "" {
+				if w = napiOpts[k] + ": " + w; !slices.Contains(why, w) {
+					why = append(why, w)
+				}
 				continue
 			}
-			k := actionKey{kind: ko.kind, device: d.Name, napi: n.NAPI.ID}
-			b.put(k, Action{Kind: ko.kind, Device: d.Name, Queue: n.Queue, NAPIID: n.NAPI.ID,
-				Value: want[i][ki], Current: napiCurrent(ko.kind, n.NAPI)})
+			b.put(actionKey{kind: kind, device: d.Name, napi: n.NAPI.ID}, Action{Kind: kind, Device: d.Name, Queue: n.Queue,
+				NAPIID: n.NAPI.ID, Value: want[i][k], Current: napiCurrent(kind, n.NAPI)})
 		}
 	}
-	if len(unsupported) > 0 {
+	if len(why) > 0 {
 		b.hints = append(b.hints, Hint{ID: HintNAPIKnobsUnsupported, Device: d.Name,
-			Text: fmt.Sprintf("The per-NAPI knobs of device %s are not applied, nothing is written: %s.", d.Name, strings.Join(unsupported, "; "))})
+			Text: "The per-NAPI knobs of device " + d.Name + " are not applied, nothing is written: " + strings.Join(why, "; ") + "."})
 	}
 }
 

@@ -3,7 +3,6 @@ package platform
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"strconv"
 
@@ -23,39 +22,39 @@ import (
 // latency (Documentation/networking/napi.rst).
 func SetNAPIKnobs(ctx context.Context, id int, k NAPIKnobs) (NAPIKnobs, error) {
 	if id <= 0 || id > 1<<31-1 {
-		return NAPIKnobs{}, fmt.Errorf("platform: NAPI id %d out of range", id)
+		return NAPIKnobs{}, errorf("platform: NAPI id %d out of range", id)
 	}
 	if k.DeferHardIRQs > 1<<31-1 {
-		return NAPIKnobs{}, fmt.Errorf("platform: defer-hard-irqs %d is above the kernel's maximum %d", k.DeferHardIRQs, 1<<31-1)
+		return NAPIKnobs{}, errorf("platform: defer-hard-irqs %d is above the kernel's maximum %d", k.DeferHardIRQs, 1<<31-1)
 	}
 	ctx, cancel := context.WithTimeout(ctx, netlinkTimeout)
 	defer cancel()
 	c, err := genetlink.Dial()
 	if err != nil {
-		return NAPIKnobs{}, fmt.Errorf("platform: napi-set: %w", err)
+		return NAPIKnobs{}, errorf("platform: napi-set: %w", err)
 	}
 	defer c.Close()
 	nd, err := genetlink.OpenNetdev(ctx, c)
 	if errors.Is(err, fs.ErrNotExist) {
-		return NAPIKnobs{}, fmt.Errorf("platform: napi-set: %w (no netdev netlink family)", ErrNAPIKnobsUnsupported)
+		return NAPIKnobs{}, errorf("platform: napi-set: %w (no netdev netlink family)", ErrNAPIKnobsUnsupported)
 	}
 	if err != nil {
-		return NAPIKnobs{}, fmt.Errorf("platform: napi-set: %w", err)
+		return NAPIKnobs{}, errorf("platform: napi-set: %w", err)
 	}
 	if !nd.Supports("napi-set") {
-		return NAPIKnobs{}, fmt.Errorf("platform: napi-set: %w", ErrNAPIKnobsUnsupported)
+		return NAPIKnobs{}, errorf("platform: napi-set: %w", ErrNAPIKnobsUnsupported)
 	}
 	cur, err := nd.NAPI(ctx, uint32(id))
 	if err != nil {
-		return NAPIKnobs{}, fmt.Errorf("platform: NAPI %d: %w", id, err)
+		return NAPIKnobs{}, errorf("platform: NAPI %d: %w", id, err)
 	}
 	if cur.Config.DeferHardIRQs == nil || cur.Config.GROFlushTimeout == nil {
-		return NAPIKnobs{}, fmt.Errorf("platform: NAPI %d: the kernel reports no knobs: %w", id, ErrNAPIKnobsUnsupported)
+		return NAPIKnobs{}, errorf("platform: NAPI %d: the kernel reports no knobs: %w", id, ErrNAPIKnobsUnsupported)
 	}
 	old := NAPIKnobs{DeferHardIRQs: *cur.Config.DeferHardIRQs, GROFlushTimeoutNS: *cur.Config.GROFlushTimeout}
 	d, g := k.DeferHardIRQs, k.GROFlushTimeoutNS
 	if err := nd.SetNAPI(ctx, uint32(id), genetlink.NAPIConfig{DeferHardIRQs: &d, GROFlushTimeout: &g}); err != nil {
-		return NAPIKnobs{}, fmt.Errorf("platform: NAPI %d: %w", id, err)
+		return NAPIKnobs{}, errorf("platform: NAPI %d: %w", id, err)
 	}
 	return old, nil
 }
@@ -76,128 +75,82 @@ const (
 // per-NAPI threaded (before Linux 6.17: napi-get reports no threaded).
 var ErrNAPIThreadedUnsupported = errors.New("per-NAPI threaded not supported by this kernel (needs Linux 6.17)")
 
-// napiSetClient dials the netdev family and checks that the kernel has
-// napi-set; the caller closes the connection.
-func napiSetClient(ctx context.Context) (*genetlink.Conn, *genetlink.Netdev, error) {
+// NAPIKnob reads one per-NAPI knob (NAPIKnob*) of NAPI instance id as
+// decimal text with napi-get, or, with write, writes value (decimal:
+// defer-hard-irqs 0..2^31-1, gro-flush-timeout in ns, threaded 0 or 1)
+// with napi-set and returns it, in the calling thread's network
+// namespace. A kernel without napi-set gives an error wrapping
+// ErrNAPIKnobsUnsupported and nothing is written; a read of a knob the
+// kernel does not report (threaded before 6.17) one wrapping it or
+// ErrNAPIThreadedUnsupported; a NAPI id the kernel does not have, one
+// wrapping fs.ErrNotExist. Which knobs a kernel has is the plan's to
+// check (napi-get's config); napi-set refuses an attribute it does not
+// know as a whole request.
+func NAPIKnob(ctx context.Context, id int, knob, value string, write bool) (string, error) {
+	var cfg genetlink.NAPIConfig
+	v, err := strconv.ParseUint(value, 10, 64)
+	u := uint32(v)
+	switch {
+	case id <= 0 || id > 1<<31-1:
+		err = errors.New("NAPI id out of range")
+	case !write:
+		err = nil
+	case knob == NAPIKnobDeferHardIRQs && v <= 1<<31-1:
+		cfg.DeferHardIRQs = &u
+	case knob == NAPIKnobGROFlushTimeout:
+		cfg.GROFlushTimeout = &v
+	case knob == NAPIKnobThreaded && v <= 1:
+		cfg.Threaded = &u
+	case err == nil:
+		err = errors.New("unknown knob or value out of range")
+	}
+	if err == nil {
+		ctx, cancel := context.WithTimeout(ctx, netlinkTimeout)
+		defer cancel()
+		value, err = napiKnob(ctx, uint32(id), knob, cfg, write)
+	}
+	if err != nil {
+		return "", errorf("platform: NAPI %d %s: %w", id, knob, err)
+	}
+	return value, nil
+}
+
+func napiKnob(ctx context.Context, id uint32, knob string, cfg genetlink.NAPIConfig, write bool) (string, error) {
 	c, err := genetlink.Dial()
 	if err != nil {
-		return nil, nil, err
+		return "", err
 	}
+	defer c.Close()
 	nd, err := genetlink.OpenNetdev(ctx, c)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		err = fmt.Errorf("%w (no netdev netlink family)", ErrNAPIKnobsUnsupported)
-	case err == nil && !nd.Supports("napi-set"):
-		err = ErrNAPIKnobsUnsupported
+		return "", errorf("%w (no netdev netlink family)", ErrNAPIKnobsUnsupported)
+	case err != nil:
+		return "", err
+	case !nd.Supports("napi-set"):
+		return "", ErrNAPIKnobsUnsupported
+	case write:
+		return "", nd.SetNAPI(ctx, id, cfg)
 	}
+	n, err := nd.NAPI(ctx, id)
 	if err != nil {
-		c.Close()
-		return nil, nil, err
+		return "", err
 	}
-	return c, nd, nil
-}
-
-// napiKnobValue is knob's value in cfg as decimal text, or an error
-// wrapping ErrNAPIKnobsUnsupported (ErrNAPIThreadedUnsupported for
-// threaded) when the kernel does not report it.
-func napiKnobValue(cfg genetlink.NAPIConfig, knob string) (string, error) {
+	var p *uint32
 	switch knob {
 	case NAPIKnobDeferHardIRQs:
-		if cfg.DeferHardIRQs != nil {
-			return strconv.FormatUint(uint64(*cfg.DeferHardIRQs), 10), nil
-		}
+		p = n.Config.DeferHardIRQs
 	case NAPIKnobGROFlushTimeout:
-		if cfg.GROFlushTimeout != nil {
-			return strconv.FormatUint(*cfg.GROFlushTimeout, 10), nil
+		if g := n.Config.GROFlushTimeout; g != nil {
+			return strconv.FormatUint(*g, 10), nil
 		}
 	case NAPIKnobThreaded:
-		if cfg.Threaded != nil {
-			return strconv.FormatUint(uint64(*cfg.Threaded), 10), nil
-		}
-		return "", ErrNAPIThreadedUnsupported
-	default:
-		return "", fmt.Errorf("unknown per-NAPI knob %q", knob)
-	}
-	return "", fmt.Errorf("the kernel reports no %s: %w", knob, ErrNAPIKnobsUnsupported)
-}
-
-// ReadNAPIKnob returns one per-NAPI knob (NAPIKnob*) of NAPI instance id
-// as decimal text, read with napi-get in the calling thread's network
-// namespace. A kernel without napi-set or without the knob gives an error
-// wrapping ErrNAPIKnobsUnsupported or ErrNAPIThreadedUnsupported; a NAPI id
-// the kernel does not have, one wrapping fs.ErrNotExist.
-func ReadNAPIKnob(ctx context.Context, id int, knob string) (string, error) {
-	if id <= 0 || id > 1<<31-1 {
-		return "", fmt.Errorf("platform: NAPI id %d out of range", id)
-	}
-	ctx, cancel := context.WithTimeout(ctx, netlinkTimeout)
-	defer cancel()
-	c, nd, err := napiSetClient(ctx)
-	if err != nil {
-		return "", fmt.Errorf("platform: NAPI %d %s: %w", id, knob, err)
-	}
-	defer c.Close()
-	n, err := nd.NAPI(ctx, uint32(id))
-	if err == nil {
-		var v string
-		if v, err = napiKnobValue(n.Config, knob); err == nil {
-			return v, nil
+		if p = n.Config.Threaded; p == nil {
+			return "", ErrNAPIThreadedUnsupported
 		}
 	}
-	return "", fmt.Errorf("platform: NAPI %d %s: %w", id, knob, err)
-}
-
-// WriteNAPIKnob writes one per-NAPI knob (NAPIKnob*) of NAPI instance id
-// with napi-set, in the calling thread's network namespace. The value is
-// decimal: defer-hard-irqs 0..2^31-1, gro-flush-timeout in ns, threaded 0
-// or 1. Nothing is written when the kernel lacks napi-set or does not
-// report the knob on napi-get (errors as for ReadNAPIKnob), or when the
-// value does not parse.
-func WriteNAPIKnob(ctx context.Context, id int, knob, value string) error {
-	if id <= 0 || id > 1<<31-1 {
-		return fmt.Errorf("platform: NAPI id %d out of range", id)
+	if p == nil {
+		return "", ErrNAPIKnobsUnsupported
 	}
-	var cfg genetlink.NAPIConfig
-	v, err := strconv.ParseUint(value, 10, 64)
-	switch knob {
-	case NAPIKnobDeferHardIRQs:
-		if err == nil && v > 1<<31-1 {
-			err = fmt.Errorf("above the kernel's maximum %d", 1<<31-1)
-		}
-		d := uint32(v)
-		cfg.DeferHardIRQs = &d
-	case NAPIKnobGROFlushTimeout:
-		cfg.GROFlushTimeout = &v
-	case NAPIKnobThreaded:
-		if err == nil && v > 1 {
-			err = errors.New("want 0 or 1")
-		}
-		t := uint32(v)
-		cfg.Threaded = &t
-	default:
-		err = errors.New("unknown per-NAPI knob")
-	}
-	if err != nil {
-		return fmt.Errorf("platform: NAPI %d %s %q: %w", id, knob, value, err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, netlinkTimeout)
-	defer cancel()
-	c, nd, err := napiSetClient(ctx)
-	if err != nil {
-		return fmt.Errorf("platform: NAPI %d %s: %w", id, knob, err)
-	}
-	defer c.Close()
-	// napi-set refuses an attribute the kernel does not know only as a
-	// whole request; napi-get says first whether it knows the knob.
-	n, err := nd.NAPI(ctx, uint32(id))
-	if err == nil {
-		_, err = napiKnobValue(n.Config, knob)
-	}
-	if err == nil {
-		err = nd.SetNAPI(ctx, uint32(id), cfg)
-	}
-	if err != nil {
-		return fmt.Errorf("platform: NAPI %d %s: %w", id, knob, err)
-	}
-	return nil
+	return strconv.FormatUint(uint64(*p), 10), nil
 }

@@ -735,10 +735,7 @@ func mergeResult(res, more *Result) {
 	res.Failed = append(res.Failed, more.Failed...)
 	res.Skipped = append(res.Skipped, more.Skipped...)
 	res.Refused = append(res.Refused, more.Refused...)
-	for _, d := range more.Devices {
-		if !slices.Contains(res.Devices, d) {
-			res.Devices = append(res.Devices, d)
-		}
-	}
+	res.Devices = append(res.Devices, more.Devices...)
 	sort.Strings(res.Devices)
+	res.Devices = slices.Compact(res.Devices)
 }

@@ -318,34 +318,3 @@ func TestNAPIKnobsWithoutNetlinkWriter(t *testing.T) {
 		}
 	}
 }
-
-func TestPersistDeviceNAPIKnobs(t *testing.T) {
-	const before = "config globals 'globals'\n\toption mode 'auto'\n\nconfig device\n\toption name 'eth0'\n\toption rps_cpus 'f'\n\tlist queue_defer_hard_irqs 'rx-1=1'\n\tlist queue_napi_threaded 'rx-0=1'\n"
-	root := configRoot(t, map[string]string{"packet_steering": before})
-	dir := filepath.Join(root, "etc/config")
-	if err := PersistDeviceNAPIKnobs(dir, []DeviceNAPIKnobs{{Device: "eth0", DeferHardIRQs: 2, GROFlushTimeoutNS: 20000}, {Device: "eth1", GROFlushTimeoutNS: 200000}}); err != nil {
-		t.Fatal(err)
-	}
-	p := loadUCI(t, root, "packet_steering")
-	got := map[string]string{}
-	for _, s := range p.SectionsOfType("device") {
-		n, _ := s.Get("name")
-		for _, o := range s.Options {
-			got[n+"."+o.Name] = strings.Join(o.Values, " ")
-		}
-	}
-	for k, want := range map[string]string{"eth0.rps_cpus": "f", "eth0.defer_hard_irqs": "2", "eth0.gro_flush_timeout": "20000",
-		"eth0.queue_defer_hard_irqs": "", "eth0.queue_napi_threaded": "rx-0=1", "eth1.defer_hard_irqs": "0", "eth1.gro_flush_timeout": "200000"} {
-		if got[k] != want {
-			t.Errorf("%s = %q, want %q (all: %v)", k, got[k], want, got)
-		}
-	}
-	// Out of range: ErrInvalid, nothing written.
-	setConf(t, root, before)
-	if err := PersistDeviceNAPIKnobs(dir, []DeviceNAPIKnobs{{Device: "eth0", GROFlushTimeoutNS: 2e9}}); !errors.Is(err, plan.ErrInvalid) {
-		t.Errorf("out of range: %v", err)
-	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "packet_steering")); string(b) != before {
-		t.Errorf("written on refusal:\n%s", b)
-	}
-}

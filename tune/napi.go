@@ -3,10 +3,12 @@ package tune
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,74 +27,45 @@ import (
 // each swept device, so the report shows the throughput against the
 // interrupts (and NET_RX runs) each setting costs.
 
-// napiGridTimeouts and napiGridDefers are the --napi grid: 6 candidates
-// per device.
-var (
-	napiGridTimeouts = [...]uint64{0, 20000, 200000}
-	napiGridDefers   = [...]uint32{0, 2}
-)
-
-// deviceNAPI is a per-NAPI knob setting for every NAPI of a device.
-type deviceNAPI struct {
-	Device            string `json:"device"`
-	DeferHardIRQs     uint32 `json:"defer_hard_irqs"`
-	GROFlushTimeoutNS uint64 `json:"gro_flush_timeout_ns"`
-}
-
-func (d deviceNAPI) part() string {
-	return d.Device + ":napi=" + strconv.FormatUint(uint64(d.DeferHardIRQs), 10) + "," + strconv.FormatUint(d.GROFlushTimeoutNS, 10)
-}
-
-// parseNAPIPart reads the value of a "DEV:napi=D,T" part (after "napi=").
-func parseNAPIPart(dev, v string) (deviceNAPI, error) {
-	ds, ts, ok := strings.Cut(v, ",")
-	if !ok {
-		return deviceNAPI{}, fmt.Errorf("device %s: napi=%s: want napi=DEFER_HARD_IRQS,GRO_FLUSH_TIMEOUT_NS", dev, v)
-	}
-	d, err := plan.ParseNAPIKnob(plan.KindNAPIDeferHardIRQs, ds)
-	if err != nil {
-		return deviceNAPI{}, fmt.Errorf("device %s: defer-hard-irqs %q: %v", dev, ds, err)
-	}
-	t, err := plan.ParseNAPIKnob(plan.KindNAPIGROFlushTimeout, ts)
-	if err != nil {
-		return deviceNAPI{}, fmt.Errorf("device %s: gro-flush-timeout %q: %v", dev, ts, err)
-	}
-	dn, _ := strconv.ParseUint(d, 10, 32)
-	tn, _ := strconv.ParseUint(t, 10, 64)
-	return deviceNAPI{Device: dev, DeferHardIRQs: uint32(dn), GROFlushTimeoutNS: tn}, nil
-}
-
-// napiGrid is the --napi grid for each device, one device at a time.
+// napiGrid is the --napi grid, 6 candidates per device, one device at a
+// time: gro-flush-timeout 0, 20000 and 200000 ns x defer-hard-irqs 0 and 2.
 func napiGrid(devs []string) []candidate {
 	var out []candidate
 	for _, d := range devs {
-		for _, t := range napiGridTimeouts {
-			for _, n := range napiGridDefers {
-				out = append(out, customCandidateWith(nil, []deviceNAPI{{Device: d, DeferHardIRQs: n, GROFlushTimeoutNS: t}}))
+		for _, t := range [...]string{"0", "20000", "200000"} {
+			for _, n := range [...]string{"0", "2"} {
+				out = append(out, customCandidateWith(nil, []deviceNAPI{{d, n, t}}))
 			}
 		}
 	}
 	return out
 }
 
-// napiDevices are the devices of devs (all devices when empty) whose
-// NAPI instances the kernel lets the plan set (a custom plan with their
-// knobs has per-NAPI actions), and why the others cannot be swept.
-func napiDevices(s *platform.Snapshot, devs []string) (ok []string, why []string) {
-	if len(devs) == 0 {
-		for _, d := range s.Devices {
-			devs = append(devs, d.Name)
-		}
+// deviceNAPI is a per-NAPI knob setting for every NAPI of a device, in
+// the kernel's decimal form.
+type deviceNAPI struct {
+	Device            string `json:"device"`
+	DeferHardIRQs     string `json:"defer_hard_irqs"`
+	GROFlushTimeoutNS string `json:"gro_flush_timeout_ns"`
+}
+
+func (d deviceNAPI) part() string {
+	return d.Device + ":napi=" + d.DeferHardIRQs + "," + d.GROFlushTimeoutNS
+}
+
+// parseNAPIPart reads the value of a "DEV:napi=D,T" part (after "napi=").
+func parseNAPIPart(dev, v string) (deviceNAPI, error) {
+	ds, ts, ok := strings.Cut(v, ",")
+	d, err := plan.ParseNAPIKnob(plan.KindNAPIDeferHardIRQs, ds)
+	what := "defer-hard-irqs"
+	if err == nil {
+		what = "gro-flush-timeout"
+		ts, err = plan.ParseNAPIKnob(plan.KindNAPIGROFlushTimeout, ts)
 	}
-	for _, d := range devs {
-		c := customCandidateWith(nil, []deviceNAPI{{Device: d}})
-		if _, err := planCandidate(s, c); err != nil {
-			why = append(why, err.Error())
-			continue
-		}
-		ok = append(ok, d)
+	if !ok || err != nil {
+		return deviceNAPI{}, errorf("device %s: napi=%s: want napi=DEFER_HARD_IRQS,GRO_FLUSH_TIMEOUT_NS (%s: %v)", dev, v, what, err)
 	}
-	return ok, why
+	return deviceNAPI{dev, d, ts}, nil
 }
 
 // planSetsNAPI reports whether p sets a per-NAPI knob of dev; when not,
@@ -114,33 +87,23 @@ func planSetsNAPI(p *plan.Plan, dev string) (bool, string) {
 // padNAPIKnobs gives every plan each per-NAPI knob some plan sets, at the
 // value captured before the sweep where the plan leaves it alone: a mode
 // candidate measured after a per-NAPI one must not run with the other's
-// knobs still set.
+// knobs still set. (Every plan's Current is the same snapshot's.)
 func padNAPIKnobs(plans map[string]*plan.Plan) {
-	orig := map[string]plan.Action{}
-	var order []string
-	for _, name := range sortedKeys(plans) {
-		for _, a := range plans[name].Actions {
-			if k := knobKey(a); plan.IsNAPIKnob(a.Kind) && a.Current != "" {
-				if _, ok := orig[k]; !ok {
-					r := a
-					r.Value = a.Current
-					orig[k] = r
-					order = append(order, k)
-				}
+	var orig []plan.Action
+	have := map[string]bool{}
+	for _, p := range plans {
+		for _, a := range p.Actions {
+			if k := knobKey(a); plan.IsNAPIKnob(a.Kind) && a.Current != "" && !have[k] {
+				have[k] = true
+				a.Value = a.Current
+				orig = append(orig, a)
 			}
 		}
 	}
-	if len(orig) == 0 {
-		return
-	}
 	for _, p := range plans {
-		have := map[string]bool{}
-		for _, a := range p.Actions {
-			have[knobKey(a)] = true
-		}
-		for _, k := range order {
-			if !have[k] {
-				p.Actions = append(p.Actions, orig[k])
+		for _, o := range orig {
+			if !slices.ContainsFunc(p.Actions, func(a plan.Action) bool { return a.Kind == o.Kind && a.NAPIID == o.NAPIID }) {
+				p.Actions = append(p.Actions, o)
 			}
 		}
 	}
@@ -226,17 +189,22 @@ func summarizeInterrupts(runs []run) *summary {
 	return &s
 }
 
-// napiCandidates are the --napi sweep: auto, then napiGrid of the devices
-// that have per-NAPI knobs here, at most o.MaxConfigs in all.
+// napiCandidates are the --napi sweep: auto, then napiGrid of devs, or
+// of every device netlink lists NAPI instances with per-NAPI config of
+// (Linux 6.13+; Prepare refuses a device whose plan cannot set them, with
+// the plan's reason), at most o.MaxConfigs in all.
 func (o *Options) napiCandidates(s *platform.Snapshot, devs []string, stderr io.Writer) ([]candidate, error) {
-	ok, why := napiDevices(s, devs)
-	for _, w := range why {
-		fmt.Fprintf(stderr, "tune: --napi: %s\n", w)
+	if len(devs) == 0 && s.Netlink != nil {
+		for _, n := range s.Netlink.NAPIs {
+			if n.DeferHardIRQs != nil && n.Device != "" && !slices.Contains(devs, n.Device) {
+				devs = append(devs, n.Device)
+			}
+		}
 	}
-	if len(ok) == 0 {
-		return nil, fmt.Errorf("--napi: no device whose per-NAPI knobs can be set here (they need Linux 6.13 and a driver with NAPI)")
+	if len(devs) == 0 {
+		return nil, errors.New("--napi: no device with per-NAPI knobs here (netlink napi-set, Linux 6.13+)")
 	}
-	cs := append([]candidate{modeCandidate(plan.ModeAuto)}, napiGrid(ok)...)
+	cs := append([]candidate{modeCandidate(plan.ModeAuto)}, napiGrid(devs)...)
 	if len(cs) > o.MaxConfigs {
 		fmt.Fprintf(stderr, "tune: --max-configs %d leaves out %d per-NAPI candidates; raise it or name --devices\n", o.MaxConfigs, len(cs)-o.MaxConfigs)
 		cs = cs[:o.MaxConfigs]

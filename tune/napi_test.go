@@ -13,12 +13,12 @@ func TestParseNAPICandidates(t *testing.T) {
 		in, name, err string
 		napi          []deviceNAPI
 	}{
-		{in: "eth0:napi=2,20000", name: "eth0:napi=2,20000", napi: []deviceNAPI{{"eth0", 2, 20000}}},
-		{in: "eth0:2/eth0:napi=0,0200000", name: "eth0:2/eth0:napi=0,200000", napi: []deviceNAPI{{"eth0", 0, 200000}}},
+		{in: "eth0:napi=2,20000", name: "eth0:napi=2,20000", napi: []deviceNAPI{{"eth0", "2", "20000"}}},
+		{in: "eth0:2/eth0:napi=0,0200000", name: "eth0:2/eth0:napi=0,200000", napi: []deviceNAPI{{"eth0", "0", "200000"}}},
 		{in: "eth0:napi=2", err: "want napi=DEFER_HARD_IRQS,GRO_FLUSH_TIMEOUT_NS"},
-		{in: "eth0:napi=2,x", err: "gro-flush-timeout"},
-		{in: "eth0:napi=2147483648,0", err: "defer-hard-irqs"},
-		{in: "eth0:napi=0,1000000001", err: "gro-flush-timeout"},
+		{in: "eth0:napi=2,x", err: "(gro-flush-timeout"},
+		{in: "eth0:napi=2147483648,0", err: "(defer-hard-irqs"},
+		{in: "eth0:napi=0,1000000001", err: "(gro-flush-timeout"},
 		{in: "eth0:napi=1,1/eth0:napi=2,2", err: "napi= twice"},
 	} {
 		cs, err := parseCandidates(tc.in)
@@ -73,7 +73,7 @@ func napiSnap(napiSet bool) *platform.Snapshot {
 }
 
 func TestPlanNAPICandidate(t *testing.T) {
-	c := customCandidateWith(nil, []deviceNAPI{{"eth0", 2, 20000}})
+	c := customCandidateWith(nil, []deviceNAPI{{"eth0", "2", "20000"}})
 	p, err := planCandidate(napiSnap(true), c)
 	if err != nil {
 		t.Fatal(err)
@@ -91,20 +91,21 @@ func TestPlanNAPICandidate(t *testing.T) {
 	if _, err := planCandidate(napiSnap(false), c); err == nil || !strings.Contains(err.Error(), "not supported by this kernel") {
 		t.Errorf("6.12: %v", err)
 	}
-	ok, why := napiDevices(napiSnap(false), nil)
-	if len(ok) != 0 || len(why) != 1 {
-		t.Errorf("napiDevices on 6.12: %v %v", ok, why)
+	var buf strings.Builder
+	o := DefaultOptions()
+	if cs, err := o.napiCandidates(napiSnap(true), nil, &buf); err != nil || len(cs) != 7 || cs[6].Name != "eth0:napi=2,200000" {
+		t.Errorf("napiCandidates: %v %v", cs, err)
 	}
-	if ok, _ := napiDevices(napiSnap(true), nil); len(ok) != 1 || ok[0] != "eth0" {
-		t.Errorf("napiDevices: %v", ok)
+	if _, err := o.napiCandidates(&platform.Snapshot{}, nil, &buf); err == nil {
+		t.Error("napiCandidates without NAPIs: no error")
 	}
 }
 
 func TestPadNAPIKnobs(t *testing.T) {
 	s := napiSnap(true)
 	plans := map[string]*plan.Plan{}
-	for _, c := range []candidate{modeCandidate(plan.ModeAuto), customCandidateWith(nil, []deviceNAPI{{"eth0", 2, 20000}}),
-		customCandidateWith(nil, []deviceNAPI{{"eth0", 0, 0}})} {
+	for _, c := range []candidate{modeCandidate(plan.ModeAuto), customCandidateWith(nil, []deviceNAPI{{"eth0", "2", "20000"}}),
+		customCandidateWith(nil, []deviceNAPI{{"eth0", "0", "0"}})} {
 		p, err := planCandidate(s, c)
 		if err != nil {
 			t.Fatal(err)

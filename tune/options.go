@@ -381,15 +381,10 @@ func (o *Options) save(ctx context.Context, eng *steering.Engine, rep *report, s
 // network.globals.packet_steering truthful.
 func saveCandidate(ctx context.Context, eng *steering.Engine, configDir string, c candidate) (*steering.Result, error) {
 	if len(c.NAPI) > 0 {
-		napi := make([]steering.DeviceNAPIKnobs, len(c.NAPI))
-		for i, n := range c.NAPI {
-			napi[i] = steering.DeviceNAPIKnobs{Device: n.Device, DeferHardIRQs: n.DeferHardIRQs, GROFlushTimeoutNS: n.GROFlushTimeoutNS}
-		}
-		if err := steering.PersistDeviceNAPIKnobs(configDir, napi); err != nil {
-			return nil, err
-		}
+		return nil, fmt.Errorf("per-NAPI candidates are not saved: set options defer_hard_irqs '%s' and gro_flush_timeout '%s' in the `config device` section of %s",
+			c.NAPI[0].DeferHardIRQs, c.NAPI[0].GROFlushTimeoutNS, c.NAPI[0].Device)
 	}
-	if c.Mode == plan.ModeCustom && len(c.RPS) > 0 {
+	if c.Mode == plan.ModeCustom {
 		rps := make([]steering.DeviceRPS, len(c.RPS))
 		for i, r := range c.RPS {
 			rps[i] = steering.DeviceRPS{Device: r.Device, Mask: r.Mask}
