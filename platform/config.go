@@ -222,7 +222,7 @@ func steeringConfig(p *uci.Package, c *Config) *SteeringConfig {
 		o.DeferHardIRQs, _ = s.Get("defer_hard_irqs")
 		o.GROFlushTimeout, _ = s.Get("gro_flush_timeout")
 		o.NAPIThreaded, _ = s.Get("napi_threaded")
-		for _, l := range [...]string{"queue_defer_hard_irqs", "queue_gro_flush_timeout", "queue_napi_threaded"} {
+		for li, l := range [...]string{"queue_defer_hard_irqs", "queue_gro_flush_timeout", "queue_napi_threaded"} {
 			for _, item := range s.List(l) {
 				q, val, ok := strings.Cut(item, "=")
 				q, val = strings.TrimSpace(q), strings.TrimSpace(val)
@@ -235,14 +235,7 @@ func steeringConfig(p *uci.Package, c *Config) *SteeringConfig {
 					o.QueueNAPI = map[string]NAPIOverride{}
 				}
 				n := o.QueueNAPI[q]
-				switch l {
-				case "queue_defer_hard_irqs":
-					n.DeferHardIRQs = val
-				case "queue_gro_flush_timeout":
-					n.GROFlushTimeout = val
-				default:
-					n.Threaded = val
-				}
+				*[...]*string{&n.DeferHardIRQs, &n.GROFlushTimeout, &n.Threaded}[li] = val
 				o.QueueNAPI[q] = n
 			}
 		}

@@ -2,7 +2,6 @@ package steering
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 
 	"github.com/packet-steering/packet-steering/adaptive"
@@ -16,14 +15,14 @@ import (
 // device is ErrInvalid.
 func (e *Engine) Queues(ctx context.Context, device string) ([]DeviceQueues, error) {
 	if device != "" && !plan.ValidDeviceName(device) {
-		return nil, fmt.Errorf("device %q: %w", device, plan.ErrInvalid)
+		return nil, errorf("device %q: %w", device, plan.ErrInvalid)
 	}
 	v, err := e.viewState(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if device != "" && v.snap.Device(device) == nil {
-		return nil, fmt.Errorf("no device %q: %w", device, plan.ErrInvalid)
+		return nil, errorf("no device %q: %w", device, plan.ErrInvalid)
 	}
 	views := QueueViews(v.snap, v.plan, device)
 	if v.plan.Mode == plan.ModeAdaptive {

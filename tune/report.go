@@ -388,7 +388,7 @@ func (r *report) WriteTable(w io.Writer) error {
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}
 	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("write table: %w", err)
+		return errorf("write table: %w", err)
 	}
 	fmt.Fprintf(w, "\nload: %s; %d runs per candidate, settle %s\n", r.Load, r.Runs, r.Settle)
 	fmt.Fprintf(w, "recommendation: %s\n", r.Recommendation.Text)

@@ -123,23 +123,15 @@ func printQueues(w io.Writer, machine string, devs []steering.DeviceQueues) erro
 
 // printNAPIKnobs writes a line per rx queue whose NAPI's per-NAPI knobs
 // the plan sets or hold other than the kernel's defaults (0):
-// "  napi knobs rx-0 (napi 8193): defer-hard-irqs 0 -> 2, gro-flush-timeout 0 -> 20000 ns".
+// "  napi knobs rx-0 (napi 8193): defer-hard-irqs 0 -> 2, gro-flush-timeout 0 -> 20000 ns, threaded 1".
 func printNAPIKnobs(w io.Writer, d steering.DeviceQueues) {
 	for _, q := range d.Rx {
 		k := q.NAPIKnobs
-		if k == nil {
+		if k == nil || k.WantDeferHardIRQs+k.WantGROFlushTimeoutNS+k.WantThreaded == "" && k.DeferHardIRQs+k.GROFlushTimeoutNS == "00" {
 			continue
 		}
-		set := k.WantDeferHardIRQs != "" || k.WantGROFlushTimeoutNS != "" || k.WantThreaded != ""
-		if !set && (k.DeferHardIRQs == "0" || k.DeferHardIRQs == "") && (k.GROFlushTimeoutNS == "0" || k.GROFlushTimeoutNS == "") {
-			continue
-		}
-		parts := []string{"defer-hard-irqs " + wantValue(k.DeferHardIRQs, k.WantDeferHardIRQs),
-			"gro-flush-timeout " + wantValue(k.GROFlushTimeoutNS, k.WantGROFlushTimeoutNS) + " ns"}
-		if k.Threaded != "" {
-			parts = append(parts, "threaded "+wantValue(k.Threaded, k.WantThreaded))
-		}
-		fmt.Fprintf(w, "  napi knobs %s (napi %d): %s\n", q.Queue, k.NAPIID, strings.Join(parts, ", "))
+		fmt.Fprintf(w, "  napi knobs %s (napi %d): defer-hard-irqs %s, gro-flush-timeout %s ns, threaded %s\n", q.Queue, k.NAPIID,
+			wantValue(k.DeferHardIRQs, k.WantDeferHardIRQs), wantValue(k.GROFlushTimeoutNS, k.WantGROFlushTimeoutNS), wantValue(k.Threaded, k.WantThreaded))
 	}
 }
 
