@@ -346,7 +346,7 @@ func (e *Engine) Snapshot(ctx context.Context) (*platform.Snapshot, error) {
 func (e *Engine) inputs(ctx context.Context) (*platform.Snapshot, error) {
 	snap, err := e.readInputs(ctx, e.root)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", e.root, err)
+		return nil, errorf("read %s: %w", e.root, err)
 	}
 	return snap, nil
 }
@@ -407,7 +407,7 @@ func (e *Engine) settle(snap *platform.Snapshot) (*platform.Snapshot, plan.Setti
 	// replaced by defaults (a *SettingsError) reach the user as a plan hint.
 	s, err := plan.ResolveSettings(snap)
 	if err != nil && !plan.IsSettingsError(err) {
-		return nil, plan.Settings{}, fmt.Errorf("settings: %w", err)
+		return nil, plan.Settings{}, errorf("settings: %w", err)
 	}
 	return snap, s, nil
 }
@@ -461,7 +461,7 @@ func (e *Engine) plan(snap *platform.Snapshot, s plan.Settings) (*plan.Plan, err
 	flows := s.Flows
 	p, err := plan.NewPlan(snap, plan.PlanRequest{Mode: s.Mode, Flows: &flows})
 	if err != nil {
-		return nil, fmt.Errorf("plan %s: %w", s.Mode, err)
+		return nil, errorf("plan %s: %w", s.Mode, err)
 	}
 	if s.Mode == plan.ModeAdaptive {
 		p = e.adaptive.Lay(snap, p)
@@ -507,9 +507,9 @@ func (e *Engine) lock(ctx context.Context) (func(), error) {
 	// The lock directory is created when missing, but never the root: a
 	// mistyped --root must not become a new tree.
 	if fi, err := os.Stat(e.root); err != nil {
-		return nil, fmt.Errorf("root: %w", err)
+		return nil, errorf("root: %w", err)
 	} else if !fi.IsDir() {
-		return nil, fmt.Errorf("root %s: not a directory", e.root)
+		return nil, errorf("root %s: not a directory", e.root)
 	}
 	if e.lockWait > 0 {
 		var cancel context.CancelFunc
@@ -533,7 +533,7 @@ func (e *Engine) lock(ctx context.Context) (func(), error) {
 // ErrInvalid; with DryRun nothing is written (and no lock file is taken).
 func (e *Engine) Apply(ctx context.Context, req ApplyRequest) (*Result, error) {
 	if req.Device != "" && !plan.ValidDeviceName(req.Device) {
-		return nil, fmt.Errorf("device %q: %w", req.Device, plan.ErrInvalid)
+		return nil, errorf("device %q: %w", req.Device, plan.ErrInvalid)
 	}
 	if req.Device != "" {
 		// Refuse an unknown device before taking the lock, so that a
@@ -541,7 +541,7 @@ func (e *Engine) Apply(ctx context.Context, req ApplyRequest) (*Result, error) {
 		// sys/class/net entry is enough here (the name is checked above);
 		// the snapshot read under the lock checks it again.
 		if _, err := os.Lstat(filepath.Join(e.root, "sys", "class", "net", req.Device)); err != nil {
-			return nil, fmt.Errorf("no device %q: %w", req.Device, plan.ErrInvalid)
+			return nil, errorf("no device %q: %w", req.Device, plan.ErrInvalid)
 		}
 	}
 	if req.DryRun {
@@ -633,14 +633,14 @@ func (e *Engine) planApply(ctx context.Context, req ApplyRequest, snap *platform
 			s, err = e.readDecision(ctx, e.root)
 		}
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("read %s: %w", e.root, err)
+			return nil, nil, nil, errorf("read %s: %w", e.root, err)
 		}
 		if snap, eff, err = e.settle(s); err != nil {
 			return nil, nil, nil, err
 		}
 	}
 	if req.Device != "" && snap.Device(req.Device) == nil {
-		return nil, nil, nil, fmt.Errorf("no device %q: %w", req.Device, plan.ErrInvalid)
+		return nil, nil, nil, errorf("no device %q: %w", req.Device, plan.ErrInvalid)
 	}
 	p, err := e.plan(snap, eff)
 	if err != nil {
