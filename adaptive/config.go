@@ -109,7 +109,7 @@ func (o adaptiveOpt) parse(raw string, c *Config) error {
 	// NaN and the infinities parse as floats; the range check refuses
 	// them (every comparison with NaN is false).
 	if err != nil || !(v >= o.min && v <= o.max) {
-		return fmt.Errorf("%q is not %s", raw, o.accepted())
+		return errorf("%q is not %s", raw, o.accepted())
 	}
 	switch p := o.ptr(c).(type) {
 	case *time.Duration:

@@ -146,23 +146,23 @@ func readAdaptiveFile(path string) (*StoredState, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", StateFile, err)
+		return nil, errorf("%s: %w", StateFile, err)
 	}
 	defer fh.Close()
 	// One byte over the limit tells an oversized file from one at it.
 	b, err := io.ReadAll(io.LimitReader(fh, MaxStateSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", StateFile, err)
+		return nil, errorf("%s: %w", StateFile, err)
 	}
 	if len(b) > MaxStateSize {
-		return nil, fmt.Errorf("%s: over %d bytes", StateFile, MaxStateSize)
+		return nil, errorf("%s: over %d bytes", StateFile, MaxStateSize)
 	}
 	var f StoredState
 	if err := ubus.UnmarshalJSON(b, &f); err != nil {
-		return nil, fmt.Errorf("%s: corrupt: %w", StateFile, err)
+		return nil, errorf("%s: corrupt: %w", StateFile, err)
 	}
 	if len(f.Deviations) > MaxStoredDeviations {
-		return nil, fmt.Errorf("%s: %d deviations, over the limit of %d", StateFile, len(f.Deviations), MaxStoredDeviations)
+		return nil, errorf("%s: %d deviations, over the limit of %d", StateFile, len(f.Deviations), MaxStoredDeviations)
 	}
 	return &f, nil
 }
@@ -202,7 +202,7 @@ func (s *State) saveLocked() error {
 	if len(s.devs) > 0 || len(s.moves) > 0 {
 		b, err := ubus.MarshalJSON(StoredState{Deviations: s.devs, Moves: s.moves}, "")
 		if err != nil {
-			return fmt.Errorf("%s: %w", StateFile, err)
+			return errorf("%s: %w", StateFile, err)
 		}
 		want = string(b)
 	}
@@ -211,21 +211,21 @@ func (s *State) saveLocked() error {
 	}
 	if want == "" {
 		if err := os.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%s: %w", StateFile, err)
+			return errorf("%s: %w", StateFile, err)
 		}
 		s.written = ""
 		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o755); err != nil {
-		return fmt.Errorf("%s: %w", StateFile, err)
+		return errorf("%s: %w", StateFile, err)
 	}
 	tmp := s.path + ".new"
 	if err := os.WriteFile(tmp, []byte(want), 0o644); err != nil {
-		return fmt.Errorf("%s: %w", StateFile, err)
+		return errorf("%s: %w", StateFile, err)
 	}
 	if err := os.Rename(tmp, s.path); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("%s: %w", StateFile, err)
+		return errorf("%s: %w", StateFile, err)
 	}
 	s.written = want
 	s.note = ""

@@ -17,6 +17,8 @@ import (
 //	xps_cpus   hex mask for every tx queue
 //	napi_cpus  cpu list for every NAPI thread of the device
 //	flows      rps_flow_cnt for every rx queue (0..MaxFlows)
+//	defer_hard_irqs, gro_flush_timeout, napi_threaded and their
+//	           queue_* lists: the per-NAPI knobs (napi_knobs.go)
 //
 // An rx queue given an RPS mask also gets a flow count (the section's flows
 // or the global one) so the device is fully managed. A device the machine
@@ -130,6 +132,7 @@ func applyOverrides(b *builder, s *platform.Snapshot, flows int) {
 				}
 			}
 		}
+		applyNAPIOverrides(b, s, d, o, bad) // napi_knobs.go
 	}
 }
 

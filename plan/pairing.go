@@ -117,6 +117,7 @@ func (p *Pairing) Device(name string) *DevicePairing {
 	dp := &DevicePairing{}
 	if i, ok := p.index[name]; ok {
 		dp = pairDevice(&p.snap.Devices[i], p.rx[name], p.tx[name], p.irqs[name])
+		napiOrderFix(p.snap, &p.snap.Devices[i], dp)
 	}
 	p.devs[name] = dp
 	return dp
@@ -132,7 +133,7 @@ func pairDevice(d *platform.Device, rx, tx []*platform.NAPIThread, irqs []*platf
 		return rx[i].PID < rx[j].PID
 	})
 	dp.RxThreads = rx
-	descending := len(rx) > 1 && rx[0].PID > rx[len(rx)-1].PID
+	descending := pidsDescend(rx)
 	sort.SliceStable(tx, func(i, j int) bool {
 		a, b := tx[i], tx[j]
 		if a.NAPIID > 0 && b.NAPIID > 0 && a.NAPIID != b.NAPIID {
@@ -220,4 +221,20 @@ func (p *Pairing) Unit(a Action) string {
 		return "irq " + strconv.Itoa(a.IRQ)
 	}
 	return a.Device
+}
+
+// pidsDescend reports whether the rx threads' PIDs (in NAPI id order)
+// mostly run downwards: by a majority of neighbouring pairs, so that one
+// thread created again later (per-NAPI threaded toggled off and on,
+// Linux 6.17+, gets a new, higher PID) does not turn the direction.
+func pidsDescend(rx []*platform.NAPIThread) bool {
+	down := 0
+	for i := 1; i < len(rx); i++ {
+		if rx[i].PID < rx[i-1].PID {
+			down++
+		} else {
+			down--
+		}
+	}
+	return down > 0 || down == 0 && len(rx) > 1 && rx[0].PID > rx[len(rx)-1].PID
 }

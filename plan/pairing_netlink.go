@@ -88,3 +88,44 @@ func irqSources(dp *DevicePairing) {
 		}
 	}
 }
+
+// napiOrderFix corrects the NAPI-id-order pairing of a device whose NAPI
+// instances are not all threaded (per-NAPI threaded, Linux 6.17+: a
+// device's idle queues stay in softirq): netlink napi-get lists every
+// NAPI, threaded or not, so when it lists as many as the device has rx
+// queues and the queue map says nothing, rx queue i is served by the i-th
+// NAPI in id order, and by that NAPI's thread or by none. Counting only
+// the threads would give rx-0 the thread of rx-1 once rx-0's NAPI left
+// its thread.
+func napiOrderFix(s *platform.Snapshot, d *platform.Device, dp *DevicePairing) {
+	if s.Netlink == nil || d.HasNetlink() || len(dp.RxThreads) == 0 || len(dp.RxThreads) >= len(d.RxQueues) {
+		return
+	}
+	var ids []int
+	for _, n := range s.Netlink.NAPIs {
+		if n.Device == d.Name && n.Device != "" {
+			ids = append(ids, n.ID)
+		}
+	}
+	if len(ids) != len(d.RxQueues) || len(dp.Rx) != len(ids) {
+		return
+	}
+	slices.Sort(ids)
+	for _, t := range dp.RxThreads {
+		if !slices.Contains(ids, t.NAPIID) {
+			return // a thread netlink does not list: keep the inference
+		}
+	}
+	for i := range dp.Rx {
+		p := &dp.Rx[i]
+		if p.Thread != nil && p.Thread.IsTX() {
+			continue
+		}
+		p.Thread, p.ThreadSource = nil, ""
+		for _, t := range dp.RxThreads {
+			if t.NAPIID == ids[i] {
+				p.Thread, p.ThreadSource = t, platform.SourceNAPIOrder
+			}
+		}
+	}
+}

@@ -222,6 +222,7 @@ type actionKey struct {
 	queue  string
 	pid    int
 	irq    int
+	napi   int
 	key    string
 }
 
@@ -317,7 +318,8 @@ func (b *builder) irq(irq *platform.IRQ, set cpuset.Set) {
 	})
 }
 
-// kindRank orders the kinds: device knobs, threads, IRQs, sysctl.
+// kindRank orders the kinds: device knobs, threads, IRQs, per-NAPI
+// knobs, sysctl.
 func kindRank(kind ActionKind) (group, within int) {
 	switch kind {
 	case KindRPSCPUs:
@@ -330,8 +332,14 @@ func kindRank(kind ActionKind) (group, within int) {
 		return 1, 0
 	case KindIRQAffinity:
 		return 2, 0
+	case KindNAPIDeferHardIRQs:
+		return 3, 0
+	case KindNAPIGROFlushTimeout:
+		return 3, 1
+	case KindNAPIThreaded:
+		return 3, 2
 	}
-	return 3, 0
+	return 4, 0
 }
 
 // actions returns the collected actions in the plan's order.
@@ -368,6 +376,14 @@ func (b *builder) actions() []Action {
 			return x.pid < y.pid
 		case 2:
 			return x.irq < y.irq
+		case 3:
+			if x.device != y.device {
+				return x.device < y.device
+			}
+			if x.napi != y.napi {
+				return x.napi < y.napi
+			}
+			return wx < wy
 		}
 		return x.key < y.key
 	})
@@ -386,7 +402,8 @@ func (a Action) Holds() bool {
 }
 
 // Target names the knob for people: "eth0/rx-0", "pid 300 napi/eth0-257",
-// "irq 60 edma_rxdesc_0", "net.core.rps_sock_flow_entries".
+// "irq 60 edma_rxdesc_0", "eth0 napi 8193 (rx-0)",
+// "net.core.rps_sock_flow_entries".
 func (a Action) Target() string {
 	switch a.Kind {
 	case KindRPSCPUs, KindRPSFlowCnt, KindXPSCPUs:
@@ -395,6 +412,8 @@ func (a Action) Target() string {
 		return "pid " + strconv.Itoa(a.PID) + " " + a.Thread
 	case KindIRQAffinity:
 		return "irq " + strconv.Itoa(a.IRQ) + " " + a.Name
+	case KindNAPIDeferHardIRQs, KindNAPIGROFlushTimeout, KindNAPIThreaded:
+		return napiTarget(a)
 	}
 	return a.Key
 }

@@ -56,6 +56,12 @@ const (
 	KindNAPIAffinity ActionKind = "napi_affinity"
 	KindIRQAffinity  ActionKind = "irq_affinity"
 	KindSysctl       ActionKind = "sysctl"
+	// The per-NAPI knobs (netlink napi-set; napi_knobs.go), keyed by the
+	// NAPI id: defer-hard-irqs and gro-flush-timeout (ns) on Linux 6.13+,
+	// the NAPI's own threaded mode (0 or 1) on 6.17+.
+	KindNAPIDeferHardIRQs   ActionKind = "napi_defer_hard_irqs"
+	KindNAPIGROFlushTimeout ActionKind = "napi_gro_flush_timeout"
+	KindNAPIThreaded        ActionKind = "napi_threaded"
 )
 
 // Plan is the full desired state of every knob a mode manages, whether or not
@@ -77,16 +83,19 @@ type Plan struct {
 // Action is one knob's desired value. Masks (rps_cpus, xps_cpus, irq_affinity)
 // are kernel hex masks; napi_affinity is a cpu list.
 type Action struct {
-	Kind    ActionKind `json:"kind"`
-	Device  string     `json:"device,omitempty"`
-	Queue   string     `json:"queue,omitempty"`
-	PID     int        `json:"pid,omitempty"`
-	Thread  string     `json:"thread,omitempty"`
-	IRQ     int        `json:"irq,omitempty"`
-	Name    string     `json:"name,omitempty"`
-	Key     string     `json:"key,omitempty"`
-	Value   string     `json:"value"`
-	Current string     `json:"current"`
+	Kind   ActionKind `json:"kind"`
+	Device string     `json:"device,omitempty"`
+	Queue  string     `json:"queue,omitempty"`
+	PID    int        `json:"pid,omitempty"`
+	Thread string     `json:"thread,omitempty"`
+	IRQ    int        `json:"irq,omitempty"`
+	// NAPIID is the NAPI instance of a per-NAPI knob (Queue then names
+	// the rx queue it serves, when known).
+	NAPIID  int    `json:"napi_id,omitempty"`
+	Name    string `json:"name,omitempty"`
+	Key     string `json:"key,omitempty"`
+	Value   string `json:"value"`
+	Current string `json:"current"`
 }
 
 // Hint is advice about a setting that cannot work or fights the
@@ -105,6 +114,10 @@ func SameValue(kind ActionKind, live, want string) bool {
 		return cpuset.SameMask(live, want)
 	case KindNAPIAffinity:
 		return cpuset.SameList(live, want)
+	case KindNAPIDeferHardIRQs, KindNAPIGROFlushTimeout, KindNAPIThreaded:
+		l, err1 := strconv.ParseUint(live, 10, 64)
+		w, err2 := strconv.ParseUint(want, 10, 64)
+		return err1 == nil && err2 == nil && l == w
 	case KindRPSFlowCnt, KindSysctl:
 		l, err1 := strconv.ParseUint(live, 10, 64)
 		w, err2 := strconv.ParseUint(want, 10, 64)

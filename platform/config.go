@@ -219,6 +219,26 @@ func steeringConfig(p *uci.Package, c *Config) *SteeringConfig {
 			}
 			o.QueueRPSCPUs[q] = mask
 		}
+		o.DeferHardIRQs, _ = s.Get("defer_hard_irqs")
+		o.GROFlushTimeout, _ = s.Get("gro_flush_timeout")
+		o.NAPIThreaded, _ = s.Get("napi_threaded")
+		for li, l := range [...]string{"queue_defer_hard_irqs", "queue_gro_flush_timeout", "queue_napi_threaded"} {
+			for _, item := range s.List(l) {
+				q, val, ok := strings.Cut(item, "=")
+				q, val = strings.TrimSpace(q), strings.TrimSpace(val)
+				if !ok || q == "" || val == "" {
+					c.Errors = append(c.Errors, Gap{Path: configDir + "/packet_steering",
+						Error: "section " + s.Name + ": " + l + " " + strconv.Quote(item) + ": want QUEUE=VALUE (rx-N or napi-ID)"})
+					continue
+				}
+				if o.QueueNAPI == nil {
+					o.QueueNAPI = map[string]NAPIOverride{}
+				}
+				n := o.QueueNAPI[q]
+				*[...]*string{&n.DeferHardIRQs, &n.GROFlushTimeout, &n.Threaded}[li] = val
+				o.QueueNAPI[q] = n
+			}
+		}
 		sc.Devices = append(sc.Devices, o)
 	}
 	return sc

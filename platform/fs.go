@@ -2,7 +2,6 @@ package platform
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -32,10 +31,10 @@ func NewFS(root string) (FS, error) {
 	}
 	info, err := os.Stat(root)
 	if err != nil {
-		return FS{}, fmt.Errorf("platform: root %s: %w", root, err)
+		return FS{}, errorf("platform: root %s: %w", root, err)
 	}
 	if !info.IsDir() {
-		return FS{}, fmt.Errorf("platform: root %s: not a directory", root)
+		return FS{}, errorf("platform: root %s: not a directory", root)
 	}
 	f := FS{root: filepath.Clean(root)}
 	if f.root == "/" {
@@ -88,7 +87,7 @@ func (f FS) newReader(count *kfs.Counts) (*reader, error) {
 	r := &reader{FS: f, Reader: kfs.Reader{BufSize: 4096, DentsSize: 8192, Count: count}}
 	d, err := r.Open(f.root)
 	if err != nil {
-		return nil, fmt.Errorf("platform: root %s: %w", f.root, err)
+		return nil, errorf("platform: root %s: %w", f.root, err)
 	}
 	r.dir = d
 	return r, nil
@@ -217,11 +216,11 @@ func (r *reader) resolveLink(rel string) (string, error) {
 // resolveLink.
 func joinLink(rel, t string) (string, error) {
 	if filepath.IsAbs(t) {
-		return "", fmt.Errorf("%s: absolute link target %q", rel, t)
+		return "", errorf("%s: absolute link target %q", rel, t)
 	}
 	res := filepath.ToSlash(filepath.Join(filepath.Dir(filepath.FromSlash(rel)), t))
 	if res == ".." || strings.HasPrefix(res, "../") || res == "." {
-		return "", fmt.Errorf("%s: link leaves the root", rel)
+		return "", errorf("%s: link leaves the root", rel)
 	}
 	return res, nil
 }

@@ -2,7 +2,6 @@ package platform
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"strings"
@@ -100,12 +99,12 @@ func parseShellText(text string) (map[string]string, error) {
 		line = strings.TrimPrefix(line, "export ")
 		name, val, ok := strings.Cut(line, "=")
 		if !ok || !validShellName(name) {
-			errs = append(errs, fmt.Errorf("line %d: not an assignment", n))
+			errs = append(errs, errorf("line %d: not an assignment", n))
 			continue
 		}
 		v, err := unquoteShell(val)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("line %d: %w", n, err))
+			errs = append(errs, errorf("line %d: %w", n, err))
 			continue
 		}
 		vars[name] = v

@@ -2,7 +2,6 @@ package platform
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"sort"
 	"strconv"
@@ -40,7 +39,7 @@ const maxIRQLine = 1 << 20
 func parseInterrupts(r io.Reader) ([]IRQ, error) {
 	b, err := io.ReadAll(io.LimitReader(r, kfs.MaxFile))
 	if err != nil {
-		return nil, fmt.Errorf("interrupts: %w", err)
+		return nil, errorf("interrupts: %w", err)
 	}
 	return parseInterruptsText(string(b))
 }
@@ -72,7 +71,7 @@ func parseInterruptsText(text string) ([]IRQ, error) {
 	ncols := 0
 	for _, h := range header {
 		if !strings.HasPrefix(h, "CPU") {
-			return nil, fmt.Errorf("interrupts: header %q: not CPU columns", first)
+			return nil, errorf("interrupts: header %q: not CPU columns", first)
 		}
 		ncols++
 	}
@@ -90,12 +89,12 @@ func parseInterruptsText(text string) ([]IRQ, error) {
 		}
 		line++
 		if len(row) > maxIRQLine {
-			errs = append(errs, fmt.Errorf("interrupts line %d: line too long", line))
+			errs = append(errs, errorf("interrupts line %d: line too long", line))
 			break
 		}
 		irq, ok, err := parseInterruptRow(row, ncols)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("interrupts line %d: %w", line, err))
+			errs = append(errs, errorf("interrupts line %d: %w", line, err))
 			continue
 		}
 		if !ok || seen[irq.Number] {
@@ -115,7 +114,7 @@ func parseInterruptRow(text string, ncols int) (IRQ, bool, error) {
 		if strings.TrimSpace(text) == "" {
 			return IRQ{}, false, nil
 		}
-		return IRQ{}, false, fmt.Errorf("no ':' in %q", text)
+		return IRQ{}, false, errorf("no ':' in %q", text)
 	}
 	label = strings.TrimSpace(label)
 	n, err := strconv.Atoi(label)
@@ -123,10 +122,10 @@ func parseInterruptRow(text string, ncols int) (IRQ, bool, error) {
 		if label != "" && !isDigit(label[0]) {
 			return IRQ{}, false, nil // NMI, LOC, ERR, MIS, IPI0...
 		}
-		return IRQ{}, false, fmt.Errorf("bad irq number %q", label)
+		return IRQ{}, false, errorf("bad irq number %q", label)
 	}
 	if n < 0 {
-		return IRQ{}, false, fmt.Errorf("bad irq number %q", label)
+		return IRQ{}, false, errorf("bad irq number %q", label)
 	}
 	fields := strings.Fields(rest)
 	irq := IRQ{Number: n, Queue: -1, Counts: make([]uint64, 0, ncols)}
@@ -137,7 +136,7 @@ func parseInterruptRow(text string, ncols int) (IRQ, bool, error) {
 		}
 		c, err := strconv.ParseUint(fields[i], 10, 64)
 		if err != nil {
-			return IRQ{}, false, fmt.Errorf("irq %d: bad count %q", n, fields[i])
+			return IRQ{}, false, errorf("irq %d: bad count %q", n, fields[i])
 		}
 		irq.Counts = append(irq.Counts, c)
 	}

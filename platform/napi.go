@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"slices"
@@ -104,7 +103,7 @@ func scanStat(b []byte) (statFields, error) {
 	var st statFields
 	pid, ok := atoiBytes(bytes.TrimSpace(b[:open]))
 	if !ok {
-		return statFields{}, fmt.Errorf("stat: bad pid %q", b[:open])
+		return statFields{}, errorf("stat: bad pid %q", b[:open])
 	}
 	st.pid = pid
 	st.comm = b[open+1 : closing]
@@ -114,7 +113,7 @@ func scanStat(b []byte) (statFields, error) {
 	for n := 0; n < 7; n++ {
 		field, rest = nextField(rest)
 		if field == nil {
-			return statFields{}, fmt.Errorf("stat: %d fields after comm, want at least 7", n)
+			return statFields{}, errorf("stat: %d fields after comm, want at least 7", n)
 		}
 		if n == 0 {
 			st.state = field
@@ -122,7 +121,7 @@ func scanStat(b []byte) (statFields, error) {
 	}
 	flags, ok := parseUintBytes(field)
 	if !ok {
-		return statFields{}, fmt.Errorf("stat: bad flags %q", field)
+		return statFields{}, errorf("stat: bad flags %q", field)
 	}
 	st.flags = flags
 	return st, nil
@@ -192,7 +191,7 @@ func cpusAllowedList(b []byte) (string, error) {
 		if v, ok := bytes.CutPrefix(line, []byte(key)); ok {
 			s := string(bytes.TrimSpace(v))
 			if _, err := cpuset.ParseList(s); err != nil {
-				return "", fmt.Errorf("status: Cpus_allowed_list: %w", err)
+				return "", errorf("status: Cpus_allowed_list: %w", err)
 			}
 			return s, nil
 		}

@@ -2,7 +2,6 @@ package platform
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -47,7 +46,7 @@ const (
 // not counted).
 func (f FS) readWith(ctx context.Context, memo *configMemo, level readLevel, pool *sync.Pool, count *kfs.Counts, scope *DeviceScope) (*Snapshot, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("platform: read %s: %w", f.root, err)
+		return nil, errorf("platform: read %s: %w", f.root, err)
 	}
 	r, err := f.newReader(count)
 	if err != nil {
@@ -281,7 +280,7 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 	classifyThreads(s.NAPIThreads, s.Devices, s.IRQs)
 	applyNetlink(s, nl, &nlGaps)
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("platform: read %s: %w", f.root, err)
+		return nil, errorf("platform: read %s: %w", f.root, err)
 	}
 	var all []Gap
 	for _, g := range []*gaps{&cpuGaps, &devGaps, &procGaps, &irqGaps, &netGaps, &idGaps, &cfgGaps, &writerGaps, &nlGaps} {

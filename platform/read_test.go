@@ -463,6 +463,13 @@ config device
 
 config device
 	option name 'wlan0'
+	option defer_hard_irqs '2'
+	option gro_flush_timeout '20000'
+	option napi_threaded '0'
+	list queue_defer_hard_irqs 'rx-1=0'
+	list queue_gro_flush_timeout 'rx-1 = 200000'
+	list queue_napi_threaded 'napi-8193=1'
+	list queue_napi_threaded 'rx-2'
 
 config adaptive 'adaptive'
 	option interval '1'
@@ -482,7 +489,8 @@ func TestSteeringConfig(t *testing.T) {
 	want := &SteeringConfig{Mode: "custom", Flows: "256", Devices: []DeviceOverride{
 		{Name: "eth0", RPSCPUs: "2", XPSCPUs: "1", NAPICPUs: "2-3", Flows: "128",
 			QueueRPSCPUs: map[string]string{"rx-0": "4", "rx-1": "8"}},
-		{Name: "wlan0"},
+		{Name: "wlan0", DeferHardIRQs: "2", GROFlushTimeout: "20000", NAPIThreaded: "0",
+			QueueNAPI: map[string]NAPIOverride{"rx-1": {DeferHardIRQs: "0", GROFlushTimeout: "200000"}, "napi-8193": {Threaded: "1"}}},
 	}, Adaptive: map[string]string{"interval": "1", "high_load": "70%", "bogus": "a b"}}
 	if d := testenv.Diff(want, s.Config.Steering); d != "" {
 		t.Errorf("steering config (-want +got):\n%s", d)
@@ -490,8 +498,9 @@ func TestSteeringConfig(t *testing.T) {
 	if s.Config.PacketSteering != "2" || !s.Config.PacketSteeringSet || s.Config.SteeringFlows != "128" {
 		t.Errorf("network globals (anonymous section): %+v", s.Config)
 	}
-	if len(s.Config.Errors) != 1 || !strings.Contains(s.Config.Errors[0].Error, "bogus") {
-		t.Errorf("config errors %+v, want the bogus queue_rps", s.Config.Errors)
+	if len(s.Config.Errors) != 2 || !strings.Contains(s.Config.Errors[0].Error, "bogus") ||
+		!strings.Contains(s.Config.Errors[1].Error, `queue_napi_threaded "rx-2": want QUEUE=VALUE`) {
+		t.Errorf("config errors %+v, want the bogus queue_rps and the queue_napi_threaded without a value", s.Config.Errors)
 	}
 }
 

@@ -260,6 +260,26 @@ type DeviceOverride struct {
 	NAPICPUs string `json:"napi_cpus,omitempty"`
 	// Flows overrides rps_flow_cnt for the device's rx queues.
 	Flows string `json:"flows,omitempty"`
+	// DeferHardIRQs, GROFlushTimeout (ns) and NAPIThreaded (0 or 1) set
+	// the per-NAPI knobs (netlink napi-set, Linux 6.13+; threaded 6.17+)
+	// of every NAPI instance of the device: options defer_hard_irqs,
+	// gro_flush_timeout, napi_threaded.
+	DeferHardIRQs   string `json:"defer_hard_irqs,omitempty"`
+	GROFlushTimeout string `json:"gro_flush_timeout,omitempty"`
+	NAPIThreaded    string `json:"napi_threaded,omitempty"`
+	// QueueNAPI sets them for one NAPI instance, named by the rx queue it
+	// serves ("rx-1") or by its id ("napi-8193"), from `list
+	// queue_defer_hard_irqs 'rx-1=2'`, queue_gro_flush_timeout and
+	// queue_napi_threaded items.
+	QueueNAPI map[string]NAPIOverride `json:"queue_napi,omitempty"`
+}
+
+// NAPIOverride is the per-NAPI knobs one NAPI instance is given (raw
+// option values; "" unset).
+type NAPIOverride struct {
+	DeferHardIRQs   string `json:"defer_hard_irqs,omitempty"`
+	GROFlushTimeout string `json:"gro_flush_timeout,omitempty"`
+	Threaded        string `json:"threaded,omitempty"`
 }
 
 // Gap is something that could not be read.

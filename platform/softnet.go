@@ -3,7 +3,6 @@ package platform
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
@@ -37,7 +36,7 @@ const softnetMinColumns = 9
 func ParseSoftnet(r io.Reader) ([]SoftnetStat, error) {
 	b, err := io.ReadAll(io.LimitReader(r, kfs.MaxFile))
 	if err != nil {
-		return []SoftnetStat{}, fmt.Errorf("softnet_stat: %w", err)
+		return []SoftnetStat{}, errorf("softnet_stat: %w", err)
 	}
 	return parseSoftnetBytes(b)
 }
@@ -63,9 +62,9 @@ func parseSoftnetBytes(b []byte) ([]SoftnetStat, error) {
 			v, ok := parseHex64(fld)
 			if !ok {
 				if c := countFields(line); c < softnetMinColumns {
-					return stats, fmt.Errorf("softnet_stat row %d: %d columns, want at least %d", row, c, softnetMinColumns)
+					return stats, errorf("softnet_stat row %d: %d columns, want at least %d", row, c, softnetMinColumns)
 				}
-				return stats, fmt.Errorf("softnet_stat row %d column %d: bad hex %q", row, n+1, fld)
+				return stats, errorf("softnet_stat row %d column %d: bad hex %q", row, n+1, fld)
 			}
 			if n < len(vals) {
 				vals[n] = v
@@ -75,7 +74,7 @@ func parseSoftnetBytes(b []byte) ([]SoftnetStat, error) {
 			continue
 		}
 		if n < softnetMinColumns {
-			return stats, fmt.Errorf("softnet_stat row %d: %d columns, want at least %d", row, n, softnetMinColumns)
+			return stats, errorf("softnet_stat row %d: %d columns, want at least %d", row, n, softnetMinColumns)
 		}
 		s := SoftnetStat{CPU: row, Processed: vals[0], Dropped: vals[1], TimeSqueeze: vals[2]}
 		if n >= 10 {
@@ -86,7 +85,7 @@ func parseSoftnetBytes(b []byte) ([]SoftnetStat, error) {
 		}
 		if n >= 13 {
 			if vals[12] >= cpuset.MaxCPUs {
-				return stats, fmt.Errorf("softnet_stat row %d: cpu %d out of range", row, vals[12])
+				return stats, errorf("softnet_stat row %d: cpu %d out of range", row, vals[12])
 			}
 			s.CPU = int(vals[12])
 		}

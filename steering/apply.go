@@ -3,7 +3,6 @@ package steering
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"sort"
 	"strconv"
@@ -47,6 +46,9 @@ type knob struct {
 	act    plan.Action
 	path   string // file knobs: path below the root; "" for a thread
 	thread bool
+	// napi is the netlink attribute of a per-NAPI knob
+	// (platform.NAPIKnob*), written through a NAPIWriter; "" otherwise.
+	napi string
 }
 
 // knobIndex is what resolveKnob checks names against: the snapshot's
@@ -56,12 +58,18 @@ type knobIndex struct {
 	devices map[string]bool // device names
 	threads map[int]string  // pid -> thread name
 	irqs    map[int]bool    // IRQ numbers
+	napis   map[int]string  // NAPI id -> device (netlink napi-get)
 	pair    *plan.Pairing   // which device a thread or IRQ serves
 }
 
 func newKnobIndex(snap *platform.Snapshot) *knobIndex {
 	x := &knobIndex{rx: map[string]bool{}, tx: map[string]bool{}, devices: map[string]bool{},
-		threads: map[int]string{}, irqs: map[int]bool{}, pair: plan.PairQueues(snap)}
+		threads: map[int]string{}, irqs: map[int]bool{}, napis: map[int]string{}, pair: plan.PairQueues(snap)}
+	if snap.Netlink != nil {
+		for _, n := range snap.Netlink.NAPIs {
+			x.napis[n.ID] = n.Device
+		}
+	}
 	for i := range snap.Devices {
 		d := &snap.Devices[i]
 		x.devices[d.Name] = true
@@ -91,13 +99,13 @@ func (x *knobIndex) resolveKnob(a plan.Action) (knob, error) {
 	k := knob{act: a}
 	queue := func(known map[string]bool, what string) error {
 		if !plan.ValidDeviceName(a.Device) {
-			return fmt.Errorf("device name %q: %w", a.Device, plan.ErrInvalid)
+			return errorf("device name %q: %w", a.Device, plan.ErrInvalid)
 		}
 		if !x.devices[a.Device] {
-			return fmt.Errorf("device %q not in the snapshot: %w", a.Device, plan.ErrInvalid)
+			return errorf("device %q not in the snapshot: %w", a.Device, plan.ErrInvalid)
 		}
 		if !validQueueName(a.Queue, what+"-") || !known[a.Device+"/"+a.Queue] {
-			return fmt.Errorf("%s has no %s queue %q: %w", a.Device, what, a.Queue, plan.ErrInvalid)
+			return errorf("%s has no %s queue %q: %w", a.Device, what, a.Queue, plan.ErrInvalid)
 		}
 		return nil
 	}
@@ -114,22 +122,30 @@ func (x *knobIndex) resolveKnob(a plan.Action) (knob, error) {
 		k.path = "sys/class/net/" + a.Device + "/queues/" + a.Queue + "/xps_cpus"
 	case plan.KindNAPIAffinity:
 		if name, ok := x.threads[a.PID]; !ok || name != a.Thread {
-			return k, fmt.Errorf("no NAPI thread %d %q in the snapshot: %w", a.PID, a.Thread, plan.ErrInvalid)
+			return k, errorf("no NAPI thread %d %q in the snapshot: %w", a.PID, a.Thread, plan.ErrInvalid)
 		}
 		k.thread = true
 	case plan.KindIRQAffinity:
 		if a.IRQ < 0 || !x.irqs[a.IRQ] {
-			return k, fmt.Errorf("no IRQ %d in the snapshot: %w", a.IRQ, plan.ErrInvalid)
+			return k, errorf("no IRQ %d in the snapshot: %w", a.IRQ, plan.ErrInvalid)
 		}
 		k.path = "proc/irq/" + strconv.Itoa(a.IRQ) + "/smp_affinity"
+	case plan.KindNAPIDeferHardIRQs, plan.KindNAPIGROFlushTimeout, plan.KindNAPIThreaded:
+		if dev, ok := x.napis[a.NAPIID]; !ok || a.NAPIID <= 0 || dev != a.Device || dev == "" {
+			return k, errorf("no NAPI %d of %q in the snapshot: %w", a.NAPIID, a.Device, plan.ErrInvalid)
+		}
+		if _, err := plan.ParseNAPIKnob(a.Kind, a.Value); err != nil {
+			return k, errorf("%s %q: %v: %w", a.Kind, a.Value, err, plan.ErrInvalid)
+		}
+		k.napi = plan.NAPIKnobName(a.Kind)
 	case plan.KindSysctl:
 		p, ok := sysctlPaths[a.Key]
 		if !ok {
-			return k, fmt.Errorf("sysctl %q is not managed: %w", a.Key, plan.ErrInvalid)
+			return k, errorf("sysctl %q is not managed: %w", a.Key, plan.ErrInvalid)
 		}
 		k.path = p
 	default:
-		return k, fmt.Errorf("unknown action kind %q: %w", a.Kind, plan.ErrInvalid)
+		return k, errorf("unknown action kind %q: %w", a.Kind, plan.ErrInvalid)
 	}
 	return k, nil
 }
@@ -279,7 +295,18 @@ func applyUnit(w Writer, x *knobIndex, unit string, acts []plan.Action, dryRun, 
 		if before != nil {
 			before()
 		}
-		if err := writeKnob(w, k, a.Value); err != nil {
+		err = writeKnob(w, k, a.Value)
+		if err == nil && k.napi != "" {
+			// A per-NAPI knob is read back: napi-set acks what it
+			// parsed, napi-get says what the NAPI now holds. One that
+			// does not hold is a failure, undone with the device's
+			// other writes (itself included).
+			if err = verifyKnob(w, k, a.Value); err != nil {
+				failUnit(w, unit, acts[i+1:], append(done, written{k: k, prev: live}), Failure{Action: a, Error: err.Error()}, res)
+				return
+			}
+		}
+		if err != nil {
 			if vanished(err) {
 				res.Skipped = append(res.Skipped, Skip{Action: a, Reason: "vanished: " + err.Error()})
 				continue
@@ -321,7 +348,26 @@ func failUnit(w Writer, unit string, rest []plan.Action, done []written, f Failu
 	}
 }
 
+// verifyKnob reads a knob back after writing value.
+func verifyKnob(w Writer, k knob, value string) error {
+	got, err := readKnob(w, k)
+	if err != nil {
+		return errorf("verify: %w", err)
+	}
+	if !plan.SameValue(k.act.Kind, got, value) {
+		return errorf("verify: wrote %s, the kernel holds %s", value, got)
+	}
+	return nil
+}
+
 func readKnob(w Writer, k knob) (string, error) {
+	if k.napi != "" {
+		nw, ok := w.(NAPIWriter)
+		if !ok {
+			return "", errorf("%w (this writer has no netlink)", platform.ErrNAPIKnobsUnsupported)
+		}
+		return nw.NAPIKnob(k.act.NAPIID, k.napi)
+	}
 	if k.thread {
 		return w.ThreadAffinity(k.act.PID, k.act.Thread)
 	}
@@ -329,6 +375,13 @@ func readKnob(w Writer, k knob) (string, error) {
 }
 
 func writeKnob(w Writer, k knob, value string) error {
+	if k.napi != "" {
+		nw, ok := w.(NAPIWriter)
+		if !ok {
+			return errorf("%w (this writer has no netlink)", platform.ErrNAPIKnobsUnsupported)
+		}
+		return nw.SetNAPIKnob(k.act.NAPIID, k.napi, value)
+	}
 	if k.thread {
 		return w.SetThreadAffinity(k.act.PID, k.act.Thread, value)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -178,6 +180,26 @@ type RxQueueView struct {
 	// Adaptive is set when the adaptive mode placed the queue away from
 	// the auto plan: where auto puts it, and why it was moved.
 	Adaptive *adaptive.Deviation `json:"adaptive,omitempty"`
+	// NAPIKnobs are the per-NAPI knobs of the NAPI instance serving the
+	// queue (netlink napi-get/napi-set, Linux 6.13+); nil when the kernel
+	// reports none for it.
+	NAPIKnobs *NAPIKnobsView `json:"napi_knobs,omitempty"`
+}
+
+// NAPIKnobsView is one NAPI instance's per-NAPI knobs, live and wanted
+// (decimal text; a live value "" is not reported by this kernel, a wanted
+// one "" is left alone by the plan).
+type NAPIKnobsView struct {
+	NAPIID int `json:"napi_id"`
+	// Source says how the NAPI is known to serve the queue (as for
+	// NAPIView).
+	Source                string `json:"source,omitempty"`
+	DeferHardIRQs         string `json:"defer_hard_irqs"`
+	WantDeferHardIRQs     string `json:"want_defer_hard_irqs"`
+	GROFlushTimeoutNS     string `json:"gro_flush_timeout_ns"`
+	WantGROFlushTimeoutNS string `json:"want_gro_flush_timeout_ns"`
+	Threaded              string `json:"threaded,omitempty"`
+	WantThreaded          string `json:"want_threaded,omitempty"`
 }
 
 // NAPIView is a NAPI thread's live and wanted CPUs (cpu lists).
@@ -357,7 +379,7 @@ func (e *Engine) Snapshot(ctx context.Context) (*platform.Snapshot, error) {
 func (e *Engine) inputs(ctx context.Context) (*platform.Snapshot, error) {
 	snap, err := e.readInputs(ctx, e.root)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", e.root, err)
+		return nil, errorf("read %s: %w", e.root, err)
 	}
 	return snap, nil
 }
@@ -418,7 +440,7 @@ func (e *Engine) settle(snap *platform.Snapshot) (*platform.Snapshot, plan.Setti
 	// replaced by defaults (a *SettingsError) reach the user as a plan hint.
 	s, err := plan.ResolveSettings(snap)
 	if err != nil && !plan.IsSettingsError(err) {
-		return nil, plan.Settings{}, fmt.Errorf("settings: %w", err)
+		return nil, plan.Settings{}, errorf("settings: %w", err)
 	}
 	return snap, s, nil
 }
@@ -472,7 +494,7 @@ func (e *Engine) plan(snap *platform.Snapshot, s plan.Settings) (*plan.Plan, err
 	flows := s.Flows
 	p, err := plan.NewPlan(snap, plan.PlanRequest{Mode: s.Mode, Flows: &flows})
 	if err != nil {
-		return nil, fmt.Errorf("plan %s: %w", s.Mode, err)
+		return nil, errorf("plan %s: %w", s.Mode, err)
 	}
 	if s.Mode == plan.ModeAdaptive {
 		p = e.adaptive.Lay(snap, p)
@@ -561,9 +583,9 @@ func (e *Engine) lock(ctx context.Context) (func(), error) {
 	// The lock directory is created when missing, but never the root: a
 	// mistyped --root must not become a new tree.
 	if fi, err := os.Stat(e.root); err != nil {
-		return nil, fmt.Errorf("root: %w", err)
+		return nil, errorf("root: %w", err)
 	} else if !fi.IsDir() {
-		return nil, fmt.Errorf("root %s: not a directory", e.root)
+		return nil, errorf("root %s: not a directory", e.root)
 	}
 	if e.lockWait > 0 {
 		var cancel context.CancelFunc
@@ -587,7 +609,7 @@ func (e *Engine) lock(ctx context.Context) (func(), error) {
 // ErrInvalid; with DryRun nothing is written (and no lock file is taken).
 func (e *Engine) Apply(ctx context.Context, req ApplyRequest) (*Result, error) {
 	if req.Device != "" && !plan.ValidDeviceName(req.Device) {
-		return nil, fmt.Errorf("device %q: %w", req.Device, plan.ErrInvalid)
+		return nil, errorf("device %q: %w", req.Device, plan.ErrInvalid)
 	}
 	if req.Device != "" {
 		// Refuse an unknown device before taking the lock, so that a
@@ -595,7 +617,7 @@ func (e *Engine) Apply(ctx context.Context, req ApplyRequest) (*Result, error) {
 		// sys/class/net entry is enough here (the name is checked above);
 		// the snapshot read under the lock checks it again.
 		if _, err := os.Lstat(filepath.Join(e.root, "sys", "class", "net", req.Device)); err != nil {
-			return nil, fmt.Errorf("no device %q: %w", req.Device, plan.ErrInvalid)
+			return nil, errorf("no device %q: %w", req.Device, plan.ErrInvalid)
 		}
 	}
 	if req.DryRun {
@@ -635,6 +657,15 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 	// The snapshot was read under the lock this apply holds: the plan's
 	// current values are the live ones, so knobs are not read again.
 	res := applyPlan(ctx, e.writer, snap, actions, req.DryRun, true, before)
+	if !req.DryRun && threadsChanged(res) {
+		// A NAPI that went into (or out of) its own thread has a new
+		// kthread the plan could not place: plan and apply once more
+		// from a fresh read.
+		if snap2, _, acts2, err := e.planApply(ctx, req, nil, eff); err == nil {
+			snap = snap2
+			mergeResult(res, applyPlan(ctx, e.writer, snap2, acts2, false, true, before))
+		}
+	}
 	res.Mode = p.Mode
 	if !req.DryRun && len(res.Refused) > 0 {
 		// Advisory, like the state file: the next plan leaves them alone.
@@ -683,14 +714,14 @@ func (e *Engine) planApply(ctx context.Context, req ApplyRequest, snap *platform
 			s, err = e.readDecision(ctx, e.root)
 		}
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("read %s: %w", e.root, err)
+			return nil, nil, nil, errorf("read %s: %w", e.root, err)
 		}
 		if snap, eff, err = e.settle(s); err != nil {
 			return nil, nil, nil, err
 		}
 	}
 	if req.Device != "" && snap.Device(req.Device) == nil {
-		return nil, nil, nil, fmt.Errorf("no device %q: %w", req.Device, plan.ErrInvalid)
+		return nil, nil, nil, errorf("no device %q: %w", req.Device, plan.ErrInvalid)
 	}
 	p, err := e.plan(snap, eff)
 	if err != nil {
@@ -776,4 +807,27 @@ func (t *Totals) add(res *Result) {
 	t.Failed += uint64(len(res.Failed))
 	t.IRQsRefused += uint64(len(res.Refused))
 	t.Rollbacks += uint64(res.RolledBack)
+}
+
+// threadsChanged reports whether an apply changed a NAPI's own threaded
+// mode (which starts or stops its kthread).
+func threadsChanged(res *Result) bool {
+	for _, a := range res.Changed {
+		if a.Kind == plan.KindNAPIThreaded {
+			return true
+		}
+	}
+	return false
+}
+
+// mergeResult adds the writes of a second pass to res.
+func mergeResult(res, more *Result) {
+	res.Changed = append(res.Changed, more.Changed...)
+	res.Failed = append(res.Failed, more.Failed...)
+	res.Skipped = append(res.Skipped, more.Skipped...)
+	res.Refused = append(res.Refused, more.Refused...)
+	res.RolledBack += more.RolledBack
+	res.Devices = append(res.Devices, more.Devices...)
+	sort.Strings(res.Devices)
+	res.Devices = slices.Compact(res.Devices)
 }

@@ -2,7 +2,6 @@ package steering
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 
@@ -46,14 +45,14 @@ func RecordRefusedIRQs(root string, refused []Failure) error {
 		rec[f.Action.IRQ] = [2]string{f.Action.Name, f.Error}
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("refused IRQs record: %w", err)
+		return errorf("refused IRQs record: %w", err)
 	}
 	tmp := path + ".new"
 	if err := os.WriteFile(tmp, platform.FormatRefusedIRQs(rec), 0o644); err != nil {
-		return fmt.Errorf("refused IRQs record: %w", err)
+		return errorf("refused IRQs record: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("refused IRQs record: %w", err)
+		return errorf("refused IRQs record: %w", err)
 	}
 	return nil
 }

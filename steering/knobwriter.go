@@ -2,8 +2,8 @@ package steering
 
 import (
 	"bytes"
+	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"path/filepath"
 	"strconv"
@@ -37,6 +37,16 @@ type Writer interface {
 	SetThreadAffinity(pid int, comm, cpus string) error
 }
 
+// NAPIWriter is what a Writer implements to read and write the per-NAPI
+// knobs (netlink napi-get and napi-set; knob is a platform.NAPIKnob*
+// name, values are decimal text). A Writer without it cannot apply them:
+// those actions fail with platform.ErrNAPIKnobsUnsupported. Errors keep
+// fs.ErrNotExist reachable for a NAPI that is gone.
+type NAPIWriter interface {
+	NAPIKnob(id int, knob string) (string, error)
+	SetNAPIKnob(id int, knob, value string) error
+}
+
 // ErrNotKernelThread is returned when a PID names a user process or a
 // different thread than the plan expected; such a PID is never touched.
 var ErrNotKernelThread = errors.New("not the expected kernel thread")
@@ -56,7 +66,7 @@ func (w *FSWriter) real() bool { return filepath.Clean(w.Root) == "/" }
 
 func (w *FSWriter) path(rel string) (string, error) {
 	if rel == "" || filepath.IsAbs(rel) || strings.Contains(rel, "..") {
-		return "", fmt.Errorf("steering: refusing knob path %q", rel)
+		return "", errorf("steering: refusing knob path %q", rel)
 	}
 	return filepath.Join(w.Root, filepath.FromSlash(rel)), nil
 }
@@ -88,7 +98,7 @@ func (w *FSWriter) WriteKnob(rel, value string) error {
 	if err := kfs.WritePath(p, []byte(value+"\n"), !w.real()); err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) && pe.Op == "close" {
-			return fmt.Errorf("close %s: %w", rel, err)
+			return errorf("close %s: %w", rel, err)
 		}
 		return err
 	}
@@ -99,28 +109,47 @@ func (w *FSWriter) WriteKnob(rel, value string) error {
 // PID is a kernel thread named comm.
 func (w *FSWriter) checkKernelThread(pid int, comm string) error {
 	if pid <= 0 {
-		return fmt.Errorf("pid %d: %w", pid, ErrNotKernelThread)
+		return errorf("pid %d: %w", pid, ErrNotKernelThread)
 	}
 	rel := "proc/" + strconv.Itoa(pid) + "/stat"
 	stat, err := w.ReadKnob(rel)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("pid %d: %w", pid, unix.ESRCH)
+			return errorf("pid %d: %w", pid, unix.ESRCH)
 		}
 		return err
 	}
 	st, err := platform.ParseTaskStat([]byte(stat))
 	if err != nil {
-		return fmt.Errorf("%s: %w", rel, err)
+		return errorf("%s: %w", rel, err)
 	}
 	name := st.Comm
 	if !st.Kernel {
-		return fmt.Errorf("pid %d (%s) is a user process: %w", pid, name, ErrNotKernelThread)
+		return errorf("pid %d (%s) is a user process: %w", pid, name, ErrNotKernelThread)
 	}
 	if name != comm {
-		return fmt.Errorf("pid %d is now %q, not %q: %w", pid, name, comm, ErrNotKernelThread)
+		return errorf("pid %d is now %q, not %q: %w", pid, name, comm, ErrNotKernelThread)
 	}
 	return nil
+}
+
+// NAPIKnob implements NAPIWriter: with Root "/" through netlink in the
+// calling thread's network namespace; below a fixture root per-NAPI knobs
+// are not supported (a fixture snapshot has no netlink map).
+func (w *FSWriter) NAPIKnob(id int, knob string) (string, error) {
+	if !w.real() {
+		return "", errorf("%w (below a fixture root)", platform.ErrNAPIKnobsUnsupported)
+	}
+	return platform.NAPIKnob(context.Background(), id, knob, "", false)
+}
+
+// SetNAPIKnob implements NAPIWriter (see NAPIKnob).
+func (w *FSWriter) SetNAPIKnob(id int, knob, value string) error {
+	if !w.real() {
+		return errorf("%w (below a fixture root)", platform.ErrNAPIKnobsUnsupported)
+	}
+	_, err := platform.NAPIKnob(context.Background(), id, knob, value, true)
+	return err
 }
 
 // ThreadAffinity implements Writer.
@@ -131,7 +160,7 @@ func (w *FSWriter) ThreadAffinity(pid int, comm string) (string, error) {
 	if w.real() {
 		var set unix.CPUSet
 		if err := unix.SchedGetaffinity(pid, &set); err != nil {
-			return "", fmt.Errorf("sched_getaffinity %d: %w", pid, err)
+			return "", errorf("sched_getaffinity %d: %w", pid, err)
 		}
 		return cpuSetList(&set), nil
 	}
@@ -145,14 +174,14 @@ func (w *FSWriter) ThreadAffinity(pid int, comm string) (string, error) {
 			return strings.TrimSpace(v), nil
 		}
 	}
-	return "", fmt.Errorf("%s: no Cpus_allowed_list line", rel)
+	return "", errorf("%s: no Cpus_allowed_list line", rel)
 }
 
 // SetThreadAffinity implements Writer.
 func (w *FSWriter) SetThreadAffinity(pid int, comm, cpus string) error {
 	set, err := cpuset.ParseList(cpus)
 	if err != nil {
-		return fmt.Errorf("cpu list %q: %w", cpus, err)
+		return errorf("cpu list %q: %w", cpus, err)
 	}
 	if err := w.checkKernelThread(pid, comm); err != nil {
 		return err
@@ -161,12 +190,12 @@ func (w *FSWriter) SetThreadAffinity(pid int, comm, cpus string) error {
 		var us unix.CPUSet
 		for _, c := range set.CPUs() {
 			if c >= len(us)*64 {
-				return fmt.Errorf("cpu %d beyond the sched_setaffinity set: %w", c, unix.EINVAL)
+				return errorf("cpu %d beyond the sched_setaffinity set: %w", c, unix.EINVAL)
 			}
 			us.Set(c)
 		}
 		if err := unix.SchedSetaffinity(pid, &us); err != nil {
-			return fmt.Errorf("sched_setaffinity %d: %w", pid, err)
+			return errorf("sched_setaffinity %d: %w", pid, err)
 		}
 		return nil
 	}
@@ -198,7 +227,7 @@ func (w *FSWriter) rewriteStatus(pid int, set cpuset.Set) error {
 		}
 	}
 	if !found {
-		return fmt.Errorf("%s: no Cpus_allowed_list line", rel)
+		return errorf("%s: no Cpus_allowed_list line", rel)
 	}
 	return w.WriteKnob(rel, strings.TrimRight(strings.Join(lines, "\n"), "\n"))
 }

@@ -2,7 +2,6 @@ package steering
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -56,14 +55,14 @@ func globalsSection(p *uci.Package) (string, error) {
 // which file and why.
 func persistSettings(configDir string, m plan.Mode, flows int) error {
 	if err := os.MkdirAll(configDir, 0o755); err != nil {
-		return fmt.Errorf("config dir: %w", err)
+		return errorf("config dir: %w", err)
 	}
 	// Both files are checked before either is written: a file that cannot
 	// be read or parsed (beyond uci.MaxFileSize or uci.MaxSections, a
 	// directory, a syntax error) fails the save with nothing written.
 	for _, name := range []string{configSteering, configNetwork} {
 		if _, err := uci.Load(configDir, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("save %s/%s: existing file is not overwritten: %w", configDir, name, err)
+			return errorf("save %s/%s: existing file is not overwritten: %w", configDir, name, err)
 		}
 	}
 	var old struct{ mode, flows string }
@@ -86,7 +85,7 @@ func persistSettings(configDir string, m plan.Mode, flows int) error {
 		if !existed {
 			removeIfEmpty(steeringPath)
 		}
-		return fmt.Errorf("save %s/%s: %w", configDir, configSteering, err)
+		return errorf("save %s/%s: %w", configDir, configSteering, err)
 	}
 	networkPath := filepath.Join(configDir, configNetwork)
 	_, statErr = os.Stat(networkPath)
@@ -113,7 +112,7 @@ func persistSettings(configDir string, m plan.Mode, flows int) error {
 	if !networkExisted {
 		removeIfEmpty(networkPath)
 	}
-	err = fmt.Errorf("save %s/%s: %w", configDir, configNetwork, err)
+	err = errorf("save %s/%s: %w", configDir, configNetwork, err)
 	undo := uci.Update(configDir, configSteering, func(p *uci.Package) error {
 		ref, err := globalsSection(p)
 		if err != nil {
@@ -126,7 +125,7 @@ func persistSettings(configDir string, m plan.Mode, flows int) error {
 		return p.Set(ref, "flows", old.flows)
 	})
 	if undo != nil {
-		return errors.Join(err, fmt.Errorf("restore %s: %w", configSteering, undo))
+		return errors.Join(err, errorf("restore %s: %w", configSteering, undo))
 	}
 	return err
 }
@@ -179,14 +178,14 @@ type DeviceRPS struct {
 func PersistDeviceRPS(configDir string, rps []DeviceRPS) error {
 	for _, r := range rps {
 		if !plan.ValidDeviceName(r.Device) {
-			return fmt.Errorf("%w: device name %q", plan.ErrInvalid, r.Device)
+			return errorf("%w: device name %q", plan.ErrInvalid, r.Device)
 		}
 		if _, err := cpuset.ParseMask(r.Mask); err != nil {
-			return fmt.Errorf("%w: device %s: %v", plan.ErrInvalid, r.Device, err)
+			return errorf("%w: device %s: %v", plan.ErrInvalid, r.Device, err)
 		}
 	}
 	if err := os.MkdirAll(configDir, 0o755); err != nil {
-		return fmt.Errorf("config dir: %w", err)
+		return errorf("config dir: %w", err)
 	}
 	err := uci.Update(configDir, configSteering, func(p *uci.Package) error {
 		for _, r := range rps {
@@ -217,7 +216,7 @@ func PersistDeviceRPS(configDir string, rps []DeviceRPS) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("save %s/%s device sections: %w", configDir, configSteering, err)
+		return errorf("save %s/%s device sections: %w", configDir, configSteering, err)
 	}
 	return nil
 }

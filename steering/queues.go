@@ -2,7 +2,6 @@ package steering
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 
 	"github.com/packet-steering/packet-steering/adaptive"
@@ -16,14 +15,14 @@ import (
 // device is ErrInvalid.
 func (e *Engine) Queues(ctx context.Context, device string) ([]DeviceQueues, error) {
 	if device != "" && !plan.ValidDeviceName(device) {
-		return nil, fmt.Errorf("device %q: %w", device, plan.ErrInvalid)
+		return nil, errorf("device %q: %w", device, plan.ErrInvalid)
 	}
 	v, err := e.viewState(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if device != "" && v.snap.Device(device) == nil {
-		return nil, fmt.Errorf("no device %q: %w", device, plan.ErrInvalid)
+		return nil, errorf("no device %q: %w", device, plan.ErrInvalid)
 	}
 	return e.queuesOf(v, device), nil
 }
@@ -90,8 +89,10 @@ func QueueViews(snap *platform.Snapshot, p *plan.Plan, device string) []DeviceQu
 		}
 		dq := DeviceQueues{Name: d.Name, Driver: d.Driver, Kind: d.Kind, Rx: []RxQueueView{}, Tx: []TxQueueView{}}
 		dp := pair.Device(d.Name)
+		knobs := napiKnobViews(snap, pair, d, want)
 		for j, q := range d.RxQueues {
 			dq.Rx = append(dq.Rx, RxQueueView{
+				NAPIKnobs:   knobs[q.Name],
 				Queue:       q.Name,
 				RPSCPUs:     q.RPSCPUs,
 				WantRPSCPUs: want[knobID(plan.Action{Kind: plan.KindRPSCPUs, Device: d.Name, Queue: q.Name})],
@@ -129,6 +130,8 @@ func knobID(a plan.Action) string {
 		return kind + " " + strconv.Itoa(a.IRQ)
 	case plan.KindSysctl:
 		return kind + " " + a.Key
+	case plan.KindNAPIDeferHardIRQs, plan.KindNAPIGROFlushTimeout, plan.KindNAPIThreaded:
+		return kind + " " + strconv.Itoa(a.NAPIID)
 	}
 	return kind + " " + a.Device + " " + a.Queue
 }
@@ -160,4 +163,33 @@ func withIRQSource(v *IRQView, source string) *IRQView {
 		v.Source = source
 	}
 	return v
+}
+
+// napiKnobViews are the per-NAPI knob views of d's rx queues, by queue
+// name, for the NAPIs the kernel reports knobs of.
+func napiKnobViews(snap *platform.Snapshot, pair *plan.Pairing, d *platform.Device, want map[string]string) map[string]*NAPIKnobsView {
+	out := map[string]*NAPIKnobsView{}
+	for _, n := range plan.DeviceNAPIs(snap, pair, d) {
+		c := n.NAPI
+		if n.Queue == "" || (c.DeferHardIRQs == nil && c.Threaded == nil) {
+			continue
+		}
+		w := func(kind plan.ActionKind) string {
+			return want[knobID(plan.Action{Kind: kind, NAPIID: c.ID})]
+		}
+		v := &NAPIKnobsView{NAPIID: c.ID, Source: n.Source,
+			WantDeferHardIRQs: w(plan.KindNAPIDeferHardIRQs), WantGROFlushTimeoutNS: w(plan.KindNAPIGROFlushTimeout),
+			WantThreaded: w(plan.KindNAPIThreaded)}
+		if c.DeferHardIRQs != nil {
+			v.DeferHardIRQs = strconv.FormatUint(uint64(*c.DeferHardIRQs), 10)
+		}
+		if c.GROFlushTimeoutNS != nil {
+			v.GROFlushTimeoutNS = strconv.FormatUint(*c.GROFlushTimeoutNS, 10)
+		}
+		if c.Threaded != nil {
+			v.Threaded = strconv.FormatUint(uint64(*c.Threaded), 10)
+		}
+		out[n.Queue] = v
+	}
+	return out
 }

@@ -76,7 +76,9 @@ func (e *Engine) Release(ctx context.Context, dryRun bool) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, a := range ReleaseActions(snap, p, def) {
+		rel := ReleaseActions(snap, p, def)
+		rel = append(rel, releaseNAPIActions(e.writer, snap, p)...)
+		for _, a := range rel {
 			if k := string(a.Kind) + " " + a.Target(); !seen[k] {
 				seen[k] = true
 				actions = append(actions, a)
@@ -99,4 +101,47 @@ func (e *Engine) Release(ctx context.Context, dryRun bool) (*Result, error) {
 	e.dropView()
 	e.mu.Unlock()
 	return res, nil
+}
+
+// napiDefaultFiles are the netdev's sysfs files that hold the value a NAPI
+// instance of the device starts with, per per-NAPI knob (net/core/net-sysfs.c:
+// writing one sets every NAPI of the device; a new NAPI takes it).
+var napiDefaultFiles = map[plan.ActionKind]string{
+	plan.KindNAPIDeferHardIRQs:   "napi_defer_hard_irqs",
+	plan.KindNAPIGROFlushTimeout: "gro_flush_timeout",
+	plan.KindNAPIThreaded:        "threaded",
+}
+
+// releaseNAPIActions returns, for the per-NAPI knobs of plan p, actions
+// that set each NAPI instance back to the kernel's default for its device:
+// the value of the device's own sysfs file (napi_defer_hard_irqs,
+// gro_flush_timeout, threaded), which every NAPI of the device holds until
+// one is set alone; 0 where the file cannot be read (the kernel's
+// defaults; threaded: the snapshot's threaded flag).
+func releaseNAPIActions(w Writer, s *platform.Snapshot, p *plan.Plan) []plan.Action {
+	var out []plan.Action
+	defaults := map[string]string{}
+	for _, a := range p.Actions {
+		file, ok := napiDefaultFiles[a.Kind]
+		if !ok || !plan.ValidDeviceName(a.Device) {
+			continue
+		}
+		rel := "sys/class/net/" + a.Device + "/" + file
+		v, seen := defaults[rel]
+		if !seen {
+			v, _ = w.ReadKnob(rel)
+			if norm, err := plan.ParseNAPIKnob(a.Kind, v); err == nil {
+				v = norm
+			} else {
+				v = "0"
+				if d := s.Device(a.Device); a.Kind == plan.KindNAPIThreaded && d != nil && d.Threaded {
+					v = "1"
+				}
+			}
+			defaults[rel] = v
+		}
+		a.Value = v
+		out = append(out, a)
+	}
+	return out
 }

@@ -3,7 +3,6 @@ package steering
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -72,12 +71,12 @@ func (e *Engine) endApply(wrote, found bool) {
 
 func writeMarker(path, reason string, pid int, now time.Time) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("apply marker: %w", err)
+		return errorf("apply marker: %w", err)
 	}
 	body := "pid=" + strconv.Itoa(pid) + "\nstarted_ns=" + strconv.FormatInt(now.UnixNano(), 10) +
 		"\nreason=" + strconv.Quote(reason) + "\n"
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-		return fmt.Errorf("apply marker: %w", err)
+		return errorf("apply marker: %w", err)
 	}
 	return nil
 }
@@ -91,7 +90,7 @@ func readMarker(path string) (*UnfinishedApply, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("apply marker: %w", err)
+		return nil, errorf("apply marker: %w", err)
 	}
 	u := &UnfinishedApply{}
 	for _, line := range bytes.Split(b, []byte("\n")) {

@@ -1,7 +1,6 @@
 package tune
 
 import (
-	"fmt"
 	"sort"
 	"strings"
 
@@ -21,6 +20,8 @@ type candidate struct {
 	Mode plan.Mode `json:"mode"`
 	// RPS holds the per-device masks of a custom candidate.
 	RPS []deviceMask `json:"rps,omitempty"`
+	// NAPI holds its per-NAPI knobs per device (napi.go).
+	NAPI []deviceNAPI `json:"napi,omitempty"`
 }
 
 // deviceMask is an RPS mask (kernel hex format) for every rx queue of a
@@ -48,17 +49,24 @@ func sweepModes() []plan.Mode {
 func modeCandidate(m plan.Mode) candidate { return candidate{Name: string(m), Mode: m} }
 
 // customCandidate is the candidate that overrides the given devices' masks.
-func customCandidate(rps []deviceMask) candidate {
-	parts := make([]string, len(rps))
-	for i, d := range rps {
-		parts[i] = d.Device + ":" + d.Mask
+func customCandidate(rps []deviceMask) candidate { return customCandidateWith(rps, nil) }
+
+// customCandidateWith is the candidate with RPS masks and per-NAPI knobs.
+func customCandidateWith(rps []deviceMask, napi []deviceNAPI) candidate {
+	parts := make([]string, 0, len(rps)+len(napi))
+	for _, d := range rps {
+		parts = append(parts, d.Device+":"+d.Mask)
 	}
-	return candidate{Name: strings.Join(parts, "/"), Mode: plan.ModeCustom, RPS: rps}
+	for _, d := range napi {
+		parts = append(parts, d.part())
+	}
+	return candidate{Name: strings.Join(parts, "/"), Mode: plan.ModeCustom, RPS: rps, NAPI: napi}
 }
 
 // parseCandidates reads a candidate list. Candidates are separated by ';'
 // or whitespace. Each is a mode (off, legacy, all, auto, adaptive) or a custom
-// candidate: DEV:MASK pairs joined by '/', as in "eth0:0/br-lan:2". MASK
+// candidate: DEV:MASK pairs joined by '/', as in "eth0:0/br-lan:2", and
+// DEV:napi=D,T per-NAPI knobs (napi.go), as in "eth0:2/eth0:napi=2,20000". MASK
 // is a kernel hex mask and may hold commas above 32 CPUs ("1,00000000").
 // The separators are the characters the kernel forbids in device names
 // (':', '/' and whitespace, net/core/dev.c dev_valid_name), so no device
@@ -68,7 +76,7 @@ func parseCandidates(s string) ([]candidate, error) {
 		return r == ';' || r == ' ' || r == '\t' || r == '\n'
 	})
 	if len(fields) == 0 {
-		return nil, fmt.Errorf("candidate list %q is empty", s)
+		return nil, errorf("candidate list %q is empty", s)
 	}
 	seen := map[string]bool{}
 	var out []candidate
@@ -77,33 +85,46 @@ func parseCandidates(s string) ([]candidate, error) {
 		if !strings.Contains(f, ":") {
 			m, err := plan.ParseMode(f)
 			if err != nil || m == plan.ModeCustom {
-				return nil, fmt.Errorf("candidate %q: not a mode (off, legacy, all, auto, adaptive) nor DEV:MASK", f)
+				return nil, errorf("candidate %q: not a mode (off, legacy, all, auto, adaptive) nor DEV:MASK", f)
 			}
 			c = modeCandidate(m)
 		} else {
 			var rps []deviceMask
+			var napi []deviceNAPI
 			devs := map[string]bool{}
 			for _, p := range strings.Split(f, "/") {
 				dev, mask, ok := strings.Cut(p, ":")
 				if !ok || dev == "" || mask == "" {
-					return nil, fmt.Errorf("candidate %q: %q is not DEV:MASK", f, p)
+					return nil, errorf("candidate %q: %q is not DEV:MASK", f, p)
 				}
 				if len(dev) > 15 {
-					return nil, fmt.Errorf("candidate %q: device name %q is longer than 15 bytes", f, dev)
+					return nil, errorf("candidate %q: device name %q is longer than 15 bytes", f, dev)
+				}
+				if v, ok := strings.CutPrefix(mask, "napi="); ok {
+					n, err := parseNAPIPart(dev, v)
+					if err != nil {
+						return nil, errorf("candidate %q: %w", f, err)
+					}
+					if devs["napi "+dev] {
+						return nil, errorf("candidate %q: device %s given napi= twice", f, dev)
+					}
+					devs["napi "+dev] = true
+					napi = append(napi, n)
+					continue
 				}
 				if _, err := cpuset.ParseMask(mask); err != nil {
-					return nil, fmt.Errorf("candidate %q: device %s: %w", f, dev, err)
+					return nil, errorf("candidate %q: device %s: %w", f, dev, err)
 				}
 				if devs[dev] {
-					return nil, fmt.Errorf("candidate %q: device %s given twice", f, dev)
+					return nil, errorf("candidate %q: device %s given twice", f, dev)
 				}
 				devs[dev] = true
 				rps = append(rps, deviceMask{Device: dev, Mask: mask})
 			}
-			c = customCandidate(rps)
+			c = customCandidateWith(rps, napi)
 		}
 		if seen[c.Name] {
-			return nil, fmt.Errorf("candidate %q given twice", c.Name)
+			return nil, errorf("candidate %q given twice", c.Name)
 		}
 		seen[c.Name] = true
 		out = append(out, c)

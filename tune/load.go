@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"os"
 	"strconv"
@@ -22,6 +21,9 @@ type measurement struct {
 	// printed, in Unit.
 	Throughput float64 `json:"throughput"`
 	Unit       string  `json:"unit"`
+	// Interrupts are the hardware interrupts during the run, all numbered
+	// IRQs of /proc/interrupts (napi.go irqCounting); nil when unread.
+	Interrupts *float64 `json:"interrupts,omitempty"`
 	// LossPercent is UDP datagram loss seen by the receiver, the worse
 	// direction with --bidir; nil when not measured (TCP, plain command).
 	LossPercent *float64 `json:"loss_percent,omitempty"`
@@ -146,7 +148,7 @@ func (p *iperf) Run(ctx context.Context, run int) (measurement, error) {
 			return m, err
 		}
 		if serr := sleepCtx(ctx, busyWait); serr != nil {
-			return m, fmt.Errorf("%w (waiting for a busy server: %w)", err, serr)
+			return m, errorf("%w (waiting for a busy server: %w)", err, serr)
 		}
 	}
 }
@@ -162,7 +164,7 @@ func (p *iperf) runOnce(ctx context.Context, run int) (measurement, error) {
 	if !strings.Contains(bin, "/") {
 		path, err := lookPath(bin)
 		if err != nil {
-			return measurement{}, fmt.Errorf("iperf3: %w", err)
+			return measurement{}, errorf("iperf3: %w", err)
 		}
 		bin = path
 	}
@@ -170,17 +172,17 @@ func (p *iperf) runOnce(ctx context.Context, run int) (measurement, error) {
 		stdout: &stdout, stderr: &stderr}
 	runErr := proc.run(ctx)
 	if ctx.Err() != nil {
-		return measurement{}, fmt.Errorf("iperf3: %w", ctx.Err())
+		return measurement{}, errorf("iperf3: %w", ctx.Err())
 	}
 	m, host, err := parseIperf(stdout.Bytes())
 	if err != nil {
 		if runErr != nil {
-			return measurement{}, fmt.Errorf("iperf3 %v: %w (stderr: %s)", runErr, err, firstLine(stderr.String()))
+			return measurement{}, errorf("iperf3 %v: %w (stderr: %s)", runErr, err, firstLine(stderr.String()))
 		}
 		return measurement{}, err
 	}
 	if host != "" && host != p.Host {
-		return measurement{}, fmt.Errorf("iperf3 connected to %s, not the target %s", host, p.Host)
+		return measurement{}, errorf("iperf3 connected to %s, not the target %s", host, p.Host)
 	}
 	return m, nil
 }
@@ -227,11 +229,11 @@ func parseIperf(b []byte) (measurement, string, error) {
 		err = ubus.AttrsToValue(attrs, &j)
 	}
 	if err != nil {
-		return measurement{}, "", fmt.Errorf("iperf3 JSON: %w", err)
+		return measurement{}, "", errorf("iperf3 JSON: %w", err)
 	}
 	end, _ := ubus.Find(attrs, "end")
 	if j.Error != "" {
-		return measurement{}, j.Start.ConnectingTo.Host, fmt.Errorf("iperf3: %s", j.Error)
+		return measurement{}, j.Start.ConnectingTo.Host, errorf("iperf3: %s", j.Error)
 	}
 	udp := strings.EqualFold(j.Start.TestStart.Protocol, "UDP")
 	sum := func(key string) (iperfSum, bool) {
@@ -326,13 +328,13 @@ func (c *loadCommand) Run(ctx context.Context, run int) (measurement, error) {
 		group: true, cancel: syscall.SIGKILL, waitDelay: 3 * time.Second, stdout: &stdout, stderr: &stderr}
 	if err := proc.run(ctx); err != nil {
 		if ctx.Err() != nil {
-			return measurement{}, fmt.Errorf("load command: %w", ctx.Err())
+			return measurement{}, errorf("load command: %w", ctx.Err())
 		}
-		return measurement{}, fmt.Errorf("load command: %w (stderr: %s)", err, firstLine(stderr.String()))
+		return measurement{}, errorf("load command: %w (stderr: %s)", err, firstLine(stderr.String()))
 	}
 	m, err := parseLoadOutput(stdout.Bytes())
 	if err != nil {
-		return measurement{}, fmt.Errorf("load command output: %w", err)
+		return measurement{}, errorf("load command output: %w", err)
 	}
 	return m, nil
 }
@@ -343,7 +345,7 @@ func parseLoadOutput(b []byte) (measurement, error) {
 	if len(trimmed) > 0 && trimmed[0] == '{' {
 		obj, err := ubus.AttrsFromJSON(trimmed)
 		if err != nil {
-			return measurement{}, fmt.Errorf("JSON: %w", err)
+			return measurement{}, errorf("JSON: %w", err)
 		}
 		if _, ok := ubus.Find(obj, "end"); ok {
 			m, _, err := parseIperf(trimmed)
@@ -356,7 +358,7 @@ func parseLoadOutput(b []byte) (measurement, error) {
 			}
 			v, ok := a.Number()
 			if !ok {
-				return measurement{}, fmt.Errorf("JSON field %q: not a number", k)
+				return measurement{}, errorf("JSON field %q: not a number", k)
 			}
 			unit := ""
 			if k == "bps" {
@@ -373,7 +375,7 @@ func parseLoadOutput(b []byte) (measurement, error) {
 	}
 	v, err := strconv.ParseFloat(last[0], 64)
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-		return measurement{}, fmt.Errorf("last line %q does not start with a number", lines[len(lines)-1])
+		return measurement{}, errorf("last line %q does not start with a number", lines[len(lines)-1])
 	}
 	return measurement{Throughput: v}, nil
 }

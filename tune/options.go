@@ -22,7 +22,7 @@ var ErrUsage = errors.New("usage")
 
 //go:noinline
 func usagef(format string, a ...any) error {
-	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, a...))
+	return errorf("%w: %s", ErrUsage, fmt.Sprintf(format, a...))
 }
 
 // Options are one sweep: the command line of `packet-steering tune`, whose
@@ -55,6 +55,13 @@ type Options struct {
 	JSON bool
 	Save bool
 	List bool
+
+	// NAPI sweeps the per-NAPI knobs instead of the RPS masks (--napi):
+	// auto, then for each device (--devices, else every device whose
+	// NAPIs the kernel lets the plan set) gro-flush-timeout 0, 20000 and
+	// 200000 ns x defer-hard-irqs 0 and 2 (napi.go), capped by
+	// --max-configs.
+	NAPI bool
 }
 
 // DefaultOptions are the options `packet-steering tune` starts from: the
@@ -108,6 +115,9 @@ func (o *Options) Check() error {
 	if o.Bidir && o.Reverse {
 		return usagef("--bidir and --reverse exclude each other")
 	}
+	if o.NAPI && o.Candidates != "" {
+		return usagef("--napi generates its candidates; with --candidates list them as DEV:napi=DEFER,TIMEOUT_NS")
+	}
 	if o.Candidates != "" && o.Devices != "" {
 		return usagef("--devices only applies to generated candidates, not with --candidates")
 	}
@@ -132,7 +142,7 @@ func resolveTarget(root, host string) (addr, error) {
 		ip, ok, err = lookupHosts(filepath.Join(root, "etc", "hosts"), host)
 		switch {
 		case err != nil:
-			return addr{}, fmt.Errorf("%w: --target %s is not an address, and etc/hosts could not be read: %v", ErrUsage, host, err)
+			return addr{}, errorf("%w: --target %s is not an address, and etc/hosts could not be read: %v", ErrUsage, host, err)
 		case !ok:
 			return addr{}, usagef("--target %s is neither an IP address nor a name in /etc/hosts; give the address", host)
 		}
@@ -196,7 +206,7 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 	} else {
 		bin, err := lookPath(o.Iperf3)
 		if err != nil {
-			return fmt.Errorf("iperf3 is needed for the built-in load (or give --load): %w", err)
+			return errorf("iperf3 is needed for the built-in load (or give --load): %w", err)
 		}
 		if o.UDP && o.Bitrate == "" {
 			fmt.Fprintln(stderr, "tune: note: without -b, iperf3 sends UDP at 1 Mbit/s, which no steering limits; give the rate to test, e.g. -b 900M")
@@ -223,14 +233,14 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 		// directory: the sweep holds the real ones throughout.
 		lockDir, err := os.MkdirTemp("", "packet-steering-tune-")
 		if err != nil {
-			return fmt.Errorf("adaptive candidate: %w", err)
+			return errorf("adaptive candidate: %w", err)
 		}
 		defer os.RemoveAll(lockDir)
 		st.Adaptive = steering.NewEngine(o.Root, steering.WithLockDir(lockDir))
 		break
 	}
 	sw := &sweep{
-		Candidates: cands, Runs: o.Runs, Settle: o.Settle, Load: load, Steerer: st,
+		Candidates: cands, Runs: o.Runs, Settle: o.Settle, Load: &irqCounting{loadDriver: load, root: o.Root}, Steerer: st,
 		Counters: func() ([]CPUCounters, error) { return ReadCounters(o.Root) },
 		Metric:   metric(o.Metric), Progress: stderr,
 	}
@@ -256,7 +266,7 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 	}
 	// The limit holds while running too: a sweep that overruns it is
 	// stopped (and restored) rather than left to run on.
-	errLimit := fmt.Errorf("--max-duration %s reached", o.MaxDuration)
+	errLimit := errorf("--max-duration %s reached", o.MaxDuration)
 	sctx, cancel := context.WithTimeoutCause(ctx, o.MaxDuration, errLimit)
 	rep, err := sw.Run(sctx)
 	cancel()
@@ -265,7 +275,7 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "tune: %s: the adaptive loop made %d moves during its runs\n", name, n)
 	}
 	if err != nil && errors.Is(context.Cause(sctx), errLimit) && ctx.Err() == nil {
-		err = fmt.Errorf("%w: %w", errLimit, err)
+		err = errorf("%w: %w", errLimit, err)
 	}
 	if rep != nil {
 		if werr := o.write(stdout, rep); werr != nil {
@@ -285,7 +295,7 @@ func (o *Options) write(w io.Writer, rep *report) error {
 	if o.JSON {
 		b, err := ubus.MarshalJSON(rep, "  ")
 		if err != nil {
-			return fmt.Errorf("write JSON: %w", err)
+			return errorf("write JSON: %w", err)
 		}
 		_, err = w.Write(append(b, '\n'))
 		return err
@@ -307,7 +317,7 @@ func (o *Options) candidates(ctx context.Context, eng *steering.Engine, stderr i
 	}
 	snap, err := eng.Snapshot(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read the machine: %w", err)
+		return nil, errorf("read the machine: %w", err)
 	}
 	var plans []*plan.Plan
 	for _, m := range sweepModes() {
@@ -324,6 +334,9 @@ func (o *Options) candidates(ctx context.Context, eng *steering.Engine, stderr i
 				devs = append(devs, d)
 			}
 		}
+	}
+	if o.NAPI {
+		return o.napiCandidates(snap, devs, stderr)
 	}
 	l := layoutFor(snap, plans, devs)
 	cs, dropped := generate(sweepModes(), l, o.MaxConfigs)
@@ -344,7 +357,7 @@ func (o *Options) save(ctx context.Context, eng *steering.Engine, rep *report, s
 		return errors.New("--save: not saving: the restore was not verified")
 	}
 	if !rep.Recommendation.Clear {
-		return fmt.Errorf("--save: not saving: %s is tied with %s within the run-to-run spread; measure again with more --runs, or name the candidates to compare",
+		return errorf("--save: not saving: %s is tied with %s within the run-to-run spread; measure again with more --runs, or name the candidates to compare",
 			rep.Recommendation.Best, strings.Join(rep.Recommendation.Tied, ", "))
 	}
 	var c *candidate
@@ -354,11 +367,11 @@ func (o *Options) save(ctx context.Context, eng *steering.Engine, rep *report, s
 		}
 	}
 	if c == nil {
-		return fmt.Errorf("--save: candidate %s not in the report", name)
+		return errorf("--save: candidate %s not in the report", name)
 	}
 	res, err := saveCandidate(ctx, eng, configDir, *c)
 	if err != nil {
-		return fmt.Errorf("--save: %w", err)
+		return errorf("--save: %w", err)
 	}
 	fmt.Fprintf(stderr, "tune: saved %s (mode %s) in %s and applied it: %d changed, %d failed\n",
 		c.Name, c.Mode, filepath.Join(configDir, "packet_steering"), len(res.Changed), len(res.Failed))
@@ -373,6 +386,10 @@ func (o *Options) save(ctx context.Context, eng *steering.Engine, rep *report, s
 // are. The mode is written by Engine.SetMode with Persist, which also keeps
 // network.globals.packet_steering truthful.
 func saveCandidate(ctx context.Context, eng *steering.Engine, configDir string, c candidate) (*steering.Result, error) {
+	if len(c.NAPI) > 0 {
+		return nil, errorf("per-NAPI candidates are not saved: set options defer_hard_irqs '%s' and gro_flush_timeout '%s' in the `config device` section of %s",
+			c.NAPI[0].DeferHardIRQs, c.NAPI[0].GROFlushTimeoutNS, c.NAPI[0].Device)
+	}
 	if c.Mode == plan.ModeCustom {
 		rps := make([]steering.DeviceRPS, len(c.RPS))
 		for i, r := range c.RPS {
@@ -384,7 +401,7 @@ func saveCandidate(ctx context.Context, eng *steering.Engine, configDir string, 
 	}
 	res, err := eng.SetMode(ctx, steering.SetModeRequest{Mode: c.Mode, Persist: true, Reason: "tune --save " + c.Name})
 	if err != nil {
-		return nil, fmt.Errorf("set mode %s: %w", c.Mode, err)
+		return nil, errorf("set mode %s: %w", c.Mode, err)
 	}
 	return res, nil
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -135,7 +134,7 @@ func (p *process) signal(proc *os.Process, sig syscall.Signal) {
 func lookPath(name string) (string, error) {
 	if strings.Contains(name, "/") {
 		if err := executable(name); err != nil {
-			return "", fmt.Errorf("%s: %w", name, err)
+			return "", errorf("%s: %w", name, err)
 		}
 		return name, nil
 	}
@@ -148,7 +147,7 @@ func lookPath(name string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("%s: executable file not found in $PATH", name)
+	return "", errorf("%s: executable file not found in $PATH", name)
 }
 
 func executable(path string) error {

@@ -45,6 +45,7 @@ type result struct {
 
 	Throughput  summary  `json:"throughput"`
 	Unit        string   `json:"unit"`
+	Interrupts  *summary `json:"interrupts,omitempty"`
 	LossPercent *summary `json:"loss_percent,omitempty"`
 	Retransmits *summary `json:"retransmits,omitempty"`
 	// Dropped, TimeSqueeze and RPSReceived are summed over all CPUs per
@@ -107,6 +108,7 @@ func metricNotes() []string {
 		"net_rx/cpu: NET_RX softirq runs per CPU from /proc/softirqs, a count: the kernel has no per-CPU NET_RX time without tracing",
 		"softirq ms/cpu: time in ALL softirq kinds per CPU from /proc/stat, 10 ms resolution",
 		"counters are machine-wide: traffic besides the load is counted too",
+		"irqs: hardware interrupts per run, all numbered rows of /proc/interrupts: what defer-hard-irqs and gro-flush-timeout (DEV:napi=D,T) save, against the latency they add",
 	}
 }
 
@@ -181,6 +183,7 @@ func (res *result) summarize() {
 		}
 	}
 	res.Throughput = summarize(tp)
+	res.Interrupts = summarizeInterrupts(res.Runs)
 	res.LossPercent, res.Retransmits = nil, nil
 	if len(loss) > 0 {
 		s := summarize(loss)
@@ -323,11 +326,12 @@ func fmtRange(s summary, scale float64) string {
 func (r *report) WriteTable(w io.Writer) error {
 	tw := table.New(w, table.AlignRight|table.Bars)
 	unit := ""
-	var hasLoss, hasRetr bool
+	var hasLoss, hasRetr, hasIRQs bool
 	for _, res := range r.Results {
 		if unit == "" {
 			unit = res.Unit
 		}
+		hasIRQs = hasIRQs || res.Interrupts != nil
 		hasLoss = hasLoss || res.LossPercent != nil
 		hasRetr = hasRetr || res.Retransmits != nil
 	}
@@ -346,6 +350,9 @@ func (r *report) WriteTable(w io.Writer) error {
 	}
 	if hasRetr {
 		head = append(head, "retransmits")
+	}
+	if hasIRQs {
+		head = append(head, "irqs")
 	}
 	head = append(head, "drops", "squeezed", "rps ipi", "net_rx/cpu", "softirq ms/cpu")
 	if hasQueues {
@@ -392,6 +399,9 @@ func (r *report) WriteTable(w io.Writer) error {
 		if hasRetr {
 			row = append(row, fmtOpt(res.Retransmits))
 		}
+		if hasIRQs {
+			row = append(row, fmtOpt(res.Interrupts))
+		}
 		row = append(row, fmtRange(res.Dropped, 1), fmtRange(res.TimeSqueeze, 1), fmtRange(res.RPSReceived, 1))
 		var netrx, soft []string
 		for _, c := range res.CPUs {
@@ -405,7 +415,7 @@ func (r *report) WriteTable(w io.Writer) error {
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}
 	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("write table: %w", err)
+		return errorf("write table: %w", err)
 	}
 	fmt.Fprintf(w, "\nload: %s; %d runs per candidate, settle %s\n", r.Load, r.Runs, r.Settle)
 	fmt.Fprintf(w, "recommendation: %s\n", r.Recommendation.Text)

@@ -3,7 +3,6 @@ package tune
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sort"
 	"strings"
 
@@ -58,7 +57,7 @@ func planCandidate(s *platform.Snapshot, c candidate) (*plan.Plan, error) {
 	if c.Mode != plan.ModeCustom {
 		p, err := plan.NewPlan(s, plan.PlanRequest{Mode: c.Mode})
 		if err != nil {
-			return nil, fmt.Errorf("plan %s: %w", c.Name, err)
+			return nil, errorf("plan %s: %w", c.Name, err)
 		}
 		return p, nil
 	}
@@ -70,6 +69,19 @@ func planCandidate(s *platform.Snapshot, c candidate) (*plan.Plan, error) {
 			sc.Devices = append(sc.Devices, platform.DeviceOverride{Name: d.Name, Flows: d.Flows})
 		}
 	}
+	for _, n := range c.NAPI {
+		o := platform.DeviceOverride{Name: n.Device, DeferHardIRQs: n.DeferHardIRQs, GROFlushTimeout: n.GROFlushTimeoutNS}
+		set := false
+		for i := range sc.Devices {
+			if sc.Devices[i].Name == n.Device {
+				sc.Devices[i].DeferHardIRQs, sc.Devices[i].GROFlushTimeout = o.DeferHardIRQs, o.GROFlushTimeout
+				set = true
+			}
+		}
+		if !set {
+			sc.Devices = append(sc.Devices, o)
+		}
+	}
 	for _, r := range c.RPS {
 		found := false
 		for _, d := range s.Devices {
@@ -79,10 +91,10 @@ func planCandidate(s *platform.Snapshot, c candidate) (*plan.Plan, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("candidate %s: no device %q here: %w", c.Name, r.Device, plan.ErrInvalid)
+			return nil, errorf("candidate %s: no device %q here: %w", c.Name, r.Device, plan.ErrInvalid)
 		}
 		if _, err := cpuset.ParseMask(r.Mask); err != nil {
-			return nil, fmt.Errorf("candidate %s: %w", c.Name, err)
+			return nil, errorf("candidate %s: %w", c.Name, err)
 		}
 		set := false
 		for i := range sc.Devices {
@@ -98,11 +110,16 @@ func planCandidate(s *platform.Snapshot, c candidate) (*plan.Plan, error) {
 	cp.Config.Steering = &sc
 	p, err := plan.NewPlan(&cp, plan.PlanRequest{Mode: plan.ModeCustom})
 	if err != nil {
-		return nil, fmt.Errorf("plan %s: %w", c.Name, err)
+		return nil, errorf("plan %s: %w", c.Name, err)
 	}
 	for _, r := range c.RPS {
 		if !planSetsRPS(p, r.Device) {
-			return nil, fmt.Errorf("candidate %s: the plan sets no RPS mask on %s (no rx queues?): %w", c.Name, r.Device, plan.ErrInvalid)
+			return nil, errorf("candidate %s: the plan sets no RPS mask on %s (no rx queues?): %w", c.Name, r.Device, plan.ErrInvalid)
+		}
+	}
+	for _, n := range c.NAPI {
+		if ok, why := planSetsNAPI(p, n.Device); !ok {
+			return nil, errorf("candidate %s: %s: %w", c.Name, why, plan.ErrInvalid)
 		}
 	}
 	return p, nil
@@ -123,7 +140,7 @@ func planSetsRPS(p *plan.Plan, dev string) bool {
 func (e *machine) Prepare(ctx context.Context, cands []candidate) (*prepared, error) {
 	snap, err := e.Snapshot(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read the machine: %w", err)
+		return nil, errorf("read the machine: %w", err)
 	}
 	e.snap = snap
 	e.plans = map[string]*plan.Plan{}
@@ -155,8 +172,9 @@ func (e *machine) Prepare(ctx context.Context, cands []candidate) (*prepared, er
 			e.restore = append(e.restore, r)
 		}
 	}
+	padNAPIKnobs(e.plans) // napi.go
 	if len(unreadable) > 0 {
-		return nil, fmt.Errorf("cannot capture the current value of %s, so it could not be restored; refusing to touch it",
+		return nil, errorf("cannot capture the current value of %s, so it could not be restored; refusing to touch it",
 			strings.Join(unreadable, ", "))
 	}
 	prep := &prepared{Devices: sortedKeys(devs), Knobs: len(e.restore)}
@@ -236,7 +254,7 @@ func resultError(res *steering.Result) error {
 	}
 	var errs []error
 	for _, f := range res.Failed {
-		errs = append(errs, fmt.Errorf("%s %s: %s", f.Action.Kind, f.Action.Target(), f.Error))
+		errs = append(errs, errorf("%s %s: %s", f.Action.Kind, f.Action.Target(), f.Error))
 	}
 	return errors.Join(errs...)
 }
@@ -247,7 +265,7 @@ func (e *machine) Apply(ctx context.Context, c candidate) error {
 	e.endLoop()
 	p := e.plans[c.Name]
 	if p == nil || e.snap == nil {
-		return fmt.Errorf("candidate %s was not prepared", c.Name)
+		return errorf("candidate %s was not prepared", c.Name)
 	}
 	if c.Mode == plan.ModeAdaptive {
 		return e.startAdaptive(ctx, c)
@@ -259,7 +277,7 @@ func (e *machine) Apply(ctx context.Context, c candidate) error {
 // starts its loop.
 func (e *machine) startAdaptive(ctx context.Context, c candidate) error {
 	if e.Adaptive == nil {
-		return fmt.Errorf("candidate %s: no engine for the adaptive loop", c.Name)
+		return errorf("candidate %s: no engine for the adaptive loop", c.Name)
 	}
 	res, err := e.Adaptive.SetMode(ctx, steering.SetModeRequest{Mode: plan.ModeAdaptive, Reason: "tune " + c.Name})
 	if err != nil {
@@ -331,7 +349,7 @@ func (e *machine) Restore(ctx context.Context) (restoreResult, error) {
 	}
 	fresh, err := e.Snapshot(ctx)
 	if err != nil {
-		return out, fmt.Errorf("check: %w", err)
+		return out, errorf("check: %w", err)
 	}
 	check := steering.ApplyPlan(ctx, e.Writer, fresh, e.restore, true)
 	differ := skipped
@@ -346,7 +364,7 @@ func (e *machine) Restore(ctx context.Context) (restoreResult, error) {
 	}
 	if len(differ) > 0 {
 		sort.Strings(differ)
-		return out, fmt.Errorf("not back at the original value: %s", strings.Join(differ, ", "))
+		return out, errorf("not back at the original value: %s", strings.Join(differ, ", "))
 	}
 	out.Verified = true
 	return out, nil

@@ -1,7 +1,6 @@
 package ubusobj
 
 import (
-	"fmt"
 	"reflect"
 
 	"github.com/packet-steering/packet-steering/internal/ubus"
@@ -29,13 +28,13 @@ func (e *encoder) encodeReply(v any) ([]ubus.Attr, error) {
 	rv := reflect.ValueOf(v)
 	for rv.Kind() == reflect.Pointer {
 		if rv.IsNil() {
-			return nil, fmt.Errorf("ubusobj: encode: nil reply")
+			return nil, errorf("ubusobj: encode: nil reply")
 		}
 		rv = rv.Elem()
 	}
 	attrs, err := e.codec.Attrs(v)
 	if err != nil {
-		return nil, fmt.Errorf("ubusobj: encode: %w", err)
+		return nil, errorf("ubusobj: encode: %w", err)
 	}
 	return attrs, nil
 }

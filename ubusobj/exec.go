@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 
 	"github.com/packet-steering/packet-steering/internal/ubus"
@@ -66,7 +65,7 @@ func ExecList(w io.Writer, serve bool) error {
 		}
 	}
 	if _, err := w.Write(append(ubus.AttrsToStdJSON(top, ""), '\n')); err != nil {
-		return fmt.Errorf("ubusobj: list: %w", err)
+		return errorf("ubusobj: list: %w", err)
 	}
 	return nil
 }
@@ -88,12 +87,12 @@ const MaxExecInput = ubus.MaxMessageLen
 func (o *Object) ExecCall(ctx context.Context, method string, in io.Reader, out io.Writer) error {
 	data, err := io.ReadAll(io.LimitReader(in, MaxExecInput+1))
 	if err != nil {
-		return o.execFail(out, fmt.Errorf("%w: read arguments: %w", ubus.StatusUnknownError, err))
+		return o.execFail(out, errorf("%w: read arguments: %w", ubus.StatusUnknownError, err))
 	}
 	var args []ubus.Attr
 	if len(bytes.TrimSpace(data)) > 0 {
 		if args, err = ubus.AttrsFromJSON(data); err != nil {
-			return o.execFail(out, fmt.Errorf("%w: arguments: %w", ubus.StatusInvalidArgument, err))
+			return o.execFail(out, errorf("%w: arguments: %w", ubus.StatusInvalidArgument, err))
 		}
 	}
 	reply, err := o.Call(ctx, method, args)
@@ -102,7 +101,7 @@ func (o *Object) ExecCall(ctx context.Context, method string, in io.Reader, out 
 	}
 	b := append(ubus.AttrsToStdJSON(reply, ""), '\n')
 	if _, err := out.Write(b); err != nil {
-		return fmt.Errorf("%w: write reply: %w", ubus.StatusUnknownError, err)
+		return errorf("%w: write reply: %w", ubus.StatusUnknownError, err)
 	}
 	return nil
 }

@@ -259,7 +259,7 @@ func (o *Object) Drain(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("ubusobj: drain: %w", ctx.Err())
+		return errorf("ubusobj: drain: %w", ctx.Err())
 	}
 }
 
@@ -300,7 +300,7 @@ func (o *Object) Call(ctx context.Context, name string, args []ubus.Attr) ([]ubu
 			return o.invoke(ctx, m, args, "exec")
 		}
 	}
-	return nil, fmt.Errorf("%w: %q", ubus.StatusMethodNotFound, name)
+	return nil, errorf("%w: %q", ubus.StatusMethodNotFound, name)
 }
 
 // invoke decodes args with m's policy, runs m and encodes its reply; peer
@@ -319,7 +319,7 @@ func (o *Object) invoke(ctx context.Context, m Method, args []ubus.Attr, peer st
 	reply, err := o.enc.encodeReply(v)
 	if err != nil {
 		o.log.Error("encode reply", "method", m.Name, "err", err)
-		return nil, fmt.Errorf("%w: encode %s reply: %w", ubus.StatusUnknownError, m.Name, err)
+		return nil, errorf("%w: encode %s reply: %w", ubus.StatusUnknownError, m.Name, err)
 	}
 	return reply, nil
 }
@@ -333,10 +333,10 @@ func (o *Object) callError(method, peer string, err error) error {
 	}
 	if errors.Is(err, plan.ErrInvalid) {
 		o.log.Debug("refused call", "method", method, "peer", peer, "err", err)
-		return fmt.Errorf("%w: %w", ubus.StatusInvalidArgument, err)
+		return errorf("%w: %w", ubus.StatusInvalidArgument, err)
 	}
 	o.log.Error("call failed", "method", method, "err", err)
-	return fmt.Errorf("%w: %s: %w", ubus.StatusUnknownError, method, err)
+	return errorf("%w: %s: %w", ubus.StatusUnknownError, method, err)
 }
 
 // errorText is err's message without the status prefix callError adds.
@@ -406,7 +406,7 @@ func (o *Object) callQueues(ctx context.Context, v any) (any, error) {
 		return nil, err
 	}
 	if dev != "" && len(devs) == 0 {
-		return nil, fmt.Errorf("no device %q: %w", dev, plan.ErrInvalid)
+		return nil, errorf("no device %q: %w", dev, plan.ErrInvalid)
 	}
 	return queuesReply{Devices: normaliseQueues(devs)}, nil
 }
@@ -466,7 +466,7 @@ func (o *Object) Apply(ctx context.Context, req steering.ApplyRequest) (*steerin
 	}
 	res, err := o.engine.Apply(context.WithoutCancel(ctx), req)
 	if err != nil {
-		return nil, fmt.Errorf("apply (%s): %w", req.Reason, err)
+		return nil, errorf("apply (%s): %w", req.Reason, err)
 	}
 	if !req.DryRun {
 		o.logApply(req.Reason, res)
@@ -483,7 +483,7 @@ func (o *Object) SetMode(ctx context.Context, req steering.SetModeRequest) (*ste
 	}
 	res, err := o.engine.SetMode(context.WithoutCancel(ctx), req)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", req.Reason, err)
+		return nil, errorf("%s: %w", req.Reason, err)
 	}
 	o.logApply(req.Reason, res)
 	o.announce(ctx, req.Reason, res)
@@ -509,7 +509,7 @@ func (o *Object) Adapt(ctx context.Context, moves []adaptive.Move) (*steering.Re
 	res, err := a.Adapt(context.WithoutCancel(ctx), moves)
 	if err != nil {
 		o.log.Warn("adaptive move not applied", "reason", reason, "err", err)
-		return nil, fmt.Errorf("%s: %w", reason, err)
+		return nil, errorf("%s: %w", reason, err)
 	}
 	for _, m := range moves {
 		o.log.Info("adaptive move", "queue", m.Key(), "kind", m.Kind, "from", m.From, "to", m.To, "auto_cpu", m.Home, "why", m.Reason)

@@ -408,6 +408,9 @@ func checkGuest(t *testing.T, g *guest, con *consoleOut) {
 
 	mq := con.info["mq"]
 	t.Logf("%s: %s", g.name, checkNetlink(c, g, con, mq))
+	if mq != "" {
+		t.Logf("%s: %s", g.name, checkNAPIKnobs(c, g, con, mq)) // napi_check_test.go
+	}
 	if g.queues == 0 {
 		t.Logf("\n%s: %d CPU; plan: policy %s, %d actions; apply: changed %d, failed %d; second apply: changed %d; "+
 			"daemon on the bus: status policy %s, in sync %v, get_queues %d devices, apply changed %d",

@@ -151,6 +151,30 @@ section queues-json $ps_ queues --json
 section state kernel_state
 section apply-again $ps_ apply --json --reason vmtest-again
 
+# Per-NAPI knobs (napi_check_test.go): custom mode with defer_hard_irqs,
+# gro_flush_timeout and, for rx-3, per-NAPI threaded 0 on the multi-queue
+# NIC. Every guest plans it (a kernel without napi-set: the hint); one
+# with napi-set (6.13+) applies it, shows it, applies again, releases,
+# and then goes back to the plain apply the daemon check expects (with
+# the NAPI threads listed again: rx-3's thread is a new one).
+if [ -n "$MQ" ]; then
+	saved=
+	[ -e /etc/config/packet_steering ] && cp /etc/config/packet_steering /tmp/ps.saved && saved=1
+	printf "config globals 'globals'\n\toption mode 'custom'\n\nconfig device\n\toption name '%s'\n\toption defer_hard_irqs '2'\n\toption gro_flush_timeout '20000'\n\tlist queue_gro_flush_timeout 'rx-1=200000'\n\tlist queue_napi_threaded 'rx-3=0'\n" "$MQ" >/etc/config/packet_steering
+	section napi-plan $ps_ plan --json
+	if $ps_ snapshot | grep -q '"napi-set"'; then
+		section napi-apply $ps_ apply --json --reason vmtest-napi
+		section napi-snapshot $ps_ snapshot
+		section napi-queues-json $ps_ queues --json
+		section napi-apply-again $ps_ apply --json --reason vmtest-napi-again
+		section napi-release $ps_ release --json
+		section napi-released $ps_ snapshot
+	fi
+	if [ -n "$saved" ]; then cp /tmp/ps.saved /etc/config/packet_steering; else rm -f /etc/config/packet_steering; fi
+	section napi-reapply $ps_ apply --json --reason vmtest-napi-reapply
+	NAPI_PIDS=$(napi_pids)
+fi
+
 # The daemon on a ubus broker, driven with `packet-steering call`. On a
 # single-CPU guest packet_steering.globals.daemon 'auto' leaves the object to
 # rpcd's exec plugin and the daemon refuses to start, so the guest forces

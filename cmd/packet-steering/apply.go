@@ -109,6 +109,8 @@ func actionTarget(a plan.Action) string {
 		return fmt.Sprintf("irq %d", a.IRQ)
 	case plan.KindSysctl:
 		return a.Key
+	case plan.KindNAPIDeferHardIRQs, plan.KindNAPIGROFlushTimeout, plan.KindNAPIThreaded:
+		return a.Target()
 	}
 	return strings.TrimSpace(a.Device + " " + a.Queue)
 }

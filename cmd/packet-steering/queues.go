@@ -116,8 +116,34 @@ func printQueues(w io.Writer, machine string, devs []steering.DeviceQueues) erro
 		if src := pairingSources(d); src != "" {
 			fmt.Fprintf(tw, "  paired by: %s\n", src)
 		}
+		printNAPIKnobs(tw, d)
 	}
 	return tw.Flush()
+}
+
+// printNAPIKnobs writes a line per rx queue whose NAPI's per-NAPI knobs
+// the plan sets or hold other than the kernel's defaults (0):
+// "  napi knobs rx-0 (napi 8193): defer-hard-irqs 0 -> 2, gro-flush-timeout 0 -> 20000 ns, threaded 1".
+func printNAPIKnobs(w io.Writer, d steering.DeviceQueues) {
+	for _, q := range d.Rx {
+		k := q.NAPIKnobs
+		if k == nil || k.WantDeferHardIRQs+k.WantGROFlushTimeoutNS+k.WantThreaded == "" && k.DeferHardIRQs+k.GROFlushTimeoutNS == "00" {
+			continue
+		}
+		fmt.Fprintf(w, "  napi knobs %s (napi %d): defer-hard-irqs %s, gro-flush-timeout %s ns, threaded %s\n", q.Queue, k.NAPIID,
+			wantValue(k.DeferHardIRQs, k.WantDeferHardIRQs), wantValue(k.GROFlushTimeoutNS, k.WantGROFlushTimeoutNS), wantValue(k.Threaded, k.WantThreaded))
+	}
+}
+
+// wantValue is "live" or "live -> wanted".
+func wantValue(live, want string) string {
+	if live == "" {
+		live = "-"
+	}
+	if want == "" || want == live {
+		return live
+	}
+	return live + " -> " + want
 }
 
 // pairingSources lists how the device's queues are known to be served

@@ -23,9 +23,14 @@ Candidates (--candidates), separated by ';' or spaces:
   off, legacy, all, auto   a mode's plan
   DEV:MASK[/DEV:MASK...]   auto, with that RPS mask (kernel hex) on every rx
                            queue of each DEV (custom mode), e.g. eth0:0/br-lan:2
+  DEV:napi=D,T             per-NAPI knobs (Linux 6.13+) on every NAPI of DEV:
+                           defer-hard-irqs D, gro-flush-timeout T ns (fewer
+                           interrupts for up to T of latency), e.g. eth0:napi=2,20000
 Without --candidates: the four modes, then per steered device (or --devices)
 the masks 0, each single CPU, and all CPUs but its IRQ's/NAPI thread's; every
 combination when it fits in --max-configs, else one device at a time.
+With --napi: auto, then per device gro-flush-timeout 0, 20000, 200000 ns x
+defer-hard-irqs 0, 2; the table's irqs column is each run's interrupts.
 
 The recommendation is the best median of --metric; candidates whose min-max
 ranges overlap it are ties, not wins, and when auto (the default) is among
@@ -90,6 +95,7 @@ func parseTune(env *cliEnv, args []string) (o *tune.Options, help bool, err erro
 	fs.DurationVar(&o.MaxDuration, "max-duration", o.MaxDuration, "refuse to start when the estimate is longer; stop (and restore) a sweep that runs longer")
 	fs.BoolVar(&o.Save, "save", o.Save, "persist and apply the recommendation in UCI after the restore")
 	fs.BoolVar(&o.List, "list", o.List, "print the candidates and the estimate, change nothing")
+	fs.BoolVar(&o.NAPI, "napi", o.NAPI, "sweep the per-NAPI knobs (defer-hard-irqs x gro-flush-timeout, Linux 6.13+) instead of the RPS masks")
 	if help, err := c.parse(args); help || err != nil {
 		return nil, help, err
 	}

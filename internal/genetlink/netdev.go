@@ -3,7 +3,6 @@ package genetlink
 import (
 	"context"
 	"errors"
-	"fmt"
 )
 
 // The netdev family, Documentation/netlink/specs/netdev.yaml in the kernel
@@ -191,7 +190,7 @@ var netdevOps = map[string]uint8{
 
 // errNotSupported is the error of a command the kernel lacks.
 func errNotSupported(op string) error {
-	return fmt.Errorf("genetlink: netdev %s: not supported by this kernel: %w", op, errors.ErrUnsupported)
+	return errorf("genetlink: netdev %s: not supported by this kernel: %w", op, errors.ErrUnsupported)
 }
 
 // dump runs a dump of op filtered to ifindex (0: every device).
@@ -272,7 +271,7 @@ func (n *Netdev) NAPI(ctx context.Context, id uint32) (NAPI, error) {
 		return NAPI{}, err
 	}
 	if len(msgs) != 1 {
-		return NAPI{}, fmt.Errorf("genetlink: netdev %s %d: %d replies, want 1", op, id, len(msgs))
+		return NAPI{}, errorf("genetlink: netdev %s %d: %d replies, want 1", op, id, len(msgs))
 	}
 	return DecodeNAPI(msgs[0].Attrs)
 }
@@ -343,7 +342,7 @@ func ifindexFilter(attr uint16, ifindex uint32) func(*Encoder) {
 func each(msgs []Message, dec func([]byte) error) error {
 	for i, m := range msgs {
 		if err := dec(m.Attrs); err != nil {
-			return fmt.Errorf("genetlink: netdev reply %d: %w", i, err)
+			return errorf("genetlink: netdev reply %d: %w", i, err)
 		}
 	}
 	return nil
@@ -371,11 +370,11 @@ func DecodeDev(b []byte) (Dev, error) {
 			d.XSKFeatures, err = a.U64()
 		}
 		if err != nil {
-			return Dev{}, fmt.Errorf("dev: %w", err)
+			return Dev{}, errorf("dev: %w", err)
 		}
 	}
 	if d.Ifindex == 0 {
-		return Dev{}, fmt.Errorf("%w: dev without ifindex", ErrMalformed)
+		return Dev{}, errorf("%w: dev without ifindex", ErrMalformed)
 	}
 	return d, nil
 }
@@ -406,12 +405,12 @@ func DecodeQueue(b []byte) (Queue, error) {
 			continue
 		}
 		if err != nil {
-			return Queue{}, fmt.Errorf("queue: %w", err)
+			return Queue{}, errorf("queue: %w", err)
 		}
 		have |= 1 << a.Type
 	}
 	if need := uint(1<<queueID | 1<<queueIfindex | 1<<queueType); have&need != need {
-		return Queue{}, fmt.Errorf("%w: queue without id, ifindex or type", ErrMalformed)
+		return Queue{}, errorf("%w: queue without id, ifindex or type", ErrMalformed)
 	}
 	return q, nil
 }
@@ -423,7 +422,7 @@ func queueTypeName(t uint32) (string, error) {
 	case queueTypeTX:
 		return QueueTX, nil
 	}
-	return "", fmt.Errorf("%w: queue type %d", ErrMalformed, t)
+	return "", errorf("%w: queue type %d", ErrMalformed, t)
 }
 
 // DecodeNAPI decodes the attributes of a napi-get reply; id and ifindex
@@ -446,14 +445,14 @@ func DecodeNAPI(b []byte) (NAPI, error) {
 		case napiIRQ:
 			if v, err = a.U32(); err == nil {
 				if v > 1<<30 {
-					err = fmt.Errorf("%w: irq %d", ErrMalformed, v)
+					err = errorf("%w: irq %d", ErrMalformed, v)
 				}
 				n.IRQ = int(v)
 			}
 		case napiPID:
 			if v, err = a.U32(); err == nil {
 				if v > 1<<30 {
-					err = fmt.Errorf("%w: pid %d", ErrMalformed, v)
+					err = errorf("%w: pid %d", ErrMalformed, v)
 				}
 				n.PID = int(v)
 			}
@@ -473,7 +472,7 @@ func DecodeNAPI(b []byte) (NAPI, error) {
 			// The spec says u32; a draft sent a uint. Accept both.
 			if u, err = a.Uint(); err == nil {
 				if u > 0xffffffff {
-					err = fmt.Errorf("%w: threaded %d", ErrMalformed, u)
+					err = errorf("%w: threaded %d", ErrMalformed, u)
 				}
 				v = uint32(u)
 				n.Config.Threaded = &v
@@ -482,12 +481,12 @@ func DecodeNAPI(b []byte) (NAPI, error) {
 			continue
 		}
 		if err != nil {
-			return NAPI{}, fmt.Errorf("napi: %w", err)
+			return NAPI{}, errorf("napi: %w", err)
 		}
 		have |= 1 << a.Type
 	}
 	if need := uint(1<<napiID | 1<<napiIfindex); have&need != need {
-		return NAPI{}, fmt.Errorf("%w: napi without id or ifindex", ErrMalformed)
+		return NAPI{}, errorf("%w: napi without id or ifindex", ErrMalformed)
 	}
 	return n, nil
 }
@@ -537,14 +536,14 @@ func DecodeQStats(b []byte) (QStats, error) {
 			}
 		}
 		if err != nil {
-			return QStats{}, fmt.Errorf("qstats: %w", err)
+			return QStats{}, errorf("qstats: %w", err)
 		}
 		if a.Type < 8 {
 			have |= 1 << a.Type
 		}
 	}
 	if need := uint(1<<qstatsIfindex | 1<<qstatsQueueType | 1<<qstatsQueueID); have&need != need {
-		return QStats{}, fmt.Errorf("%w: qstats without ifindex, queue-type or queue-id", ErrMalformed)
+		return QStats{}, errorf("%w: qstats without ifindex, queue-type or queue-id", ErrMalformed)
 	}
 	return s, nil
 }

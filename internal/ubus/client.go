@@ -209,7 +209,7 @@ func (c *Client) current() (*Conn, error) {
 func (c *Client) Call(ctx context.Context, path, method string, args []Attr) ([]Attr, error) {
 	conn, err := c.current()
 	if err != nil {
-		return nil, fmt.Errorf("ubus: call %s %s: %w", path, method, err)
+		return nil, errorf("ubus: call %s %s: %w", path, method, err)
 	}
 	return conn.Call(ctx, path, method, args)
 }
@@ -218,7 +218,7 @@ func (c *Client) Call(ctx context.Context, path, method string, args []Attr) ([]
 func (c *Client) Invoke(ctx context.Context, objID uint32, method string, args []Attr) ([]Attr, error) {
 	conn, err := c.current()
 	if err != nil {
-		return nil, fmt.Errorf("ubus: invoke %s: %w", method, err)
+		return nil, errorf("ubus: invoke %s: %w", method, err)
 	}
 	return conn.Invoke(ctx, objID, method, args)
 }
@@ -227,7 +227,7 @@ func (c *Client) Invoke(ctx context.Context, objID uint32, method string, args [
 func (c *Client) Lookup(ctx context.Context, pattern string) ([]ObjectInfo, error) {
 	conn, err := c.current()
 	if err != nil {
-		return nil, fmt.Errorf("ubus: lookup %q: %w", pattern, err)
+		return nil, errorf("ubus: lookup %q: %w", pattern, err)
 	}
 	return conn.Lookup(ctx, pattern)
 }
@@ -236,7 +236,7 @@ func (c *Client) Lookup(ctx context.Context, pattern string) ([]ObjectInfo, erro
 func (c *Client) Send(ctx context.Context, event string, data []Attr) error {
 	conn, err := c.current()
 	if err != nil {
-		return fmt.Errorf("ubus: send %s: %w", event, err)
+		return errorf("ubus: send %s: %w", event, err)
 	}
 	return conn.Send(ctx, event, data)
 }
@@ -245,7 +245,7 @@ func (c *Client) Send(ctx context.Context, event string, data []Attr) error {
 func (c *Client) Notify(ctx context.Context, obj *Object, typ string, data []Attr) error {
 	conn, err := c.current()
 	if err != nil {
-		return fmt.Errorf("ubus: notify %s: %w", obj.Path, err)
+		return errorf("ubus: notify %s: %w", obj.Path, err)
 	}
 	return conn.Notify(ctx, obj, typ, data)
 }

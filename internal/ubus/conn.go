@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -100,7 +99,7 @@ func Dial(ctx context.Context, path string) (*Conn, error) {
 		var nc Transport
 		nc, err = DialUnix(ctx, p)
 		if err != nil {
-			err = fmt.Errorf("ubus: dial: %w", err)
+			err = errorf("ubus: dial: %w", err)
 			continue
 		}
 		return NewConn(ctx, nc)
@@ -120,12 +119,12 @@ func NewConn(ctx context.Context, nc Transport) (*Conn, error) {
 		if err == nil || ctx.Err() != nil {
 			err = errors.Join(ctx.Err(), err)
 		}
-		return nil, fmt.Errorf("ubus: read HELLO: %w", err)
+		return nil, errorf("ubus: read HELLO: %w", err)
 	}
 	_ = nc.SetReadDeadline(time.Time{})
 	if hello.Type != MsgHello {
 		nc.Close()
-		return nil, fmt.Errorf("%w: first message is %s, not HELLO", ErrMalformed, hello.Type)
+		return nil, errorf("%w: first message is %s, not HELLO", ErrMalformed, hello.Type)
 	}
 	cctx, cancel := context.WithCancel(context.Background())
 	c := &Conn{
@@ -199,7 +198,7 @@ func (c *Conn) readLoop(br *bufio.Reader) {
 			c.flushRefused()
 		}
 	}
-	c.fail(fmt.Errorf("%w: %w", ErrClosed, err))
+	c.fail(errorf("%w: %w", ErrClosed, err))
 	c.cancel()
 	c.mu.Lock()
 	pending := c.pending
@@ -290,8 +289,8 @@ func (c *Conn) write(msgs ...*Message) error {
 	}
 	_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if _, err := c.nc.Write(b); err != nil {
-		c.fail(fmt.Errorf("%w: write: %w", ErrClosed, err))
-		return fmt.Errorf("%w: write: %w", ErrClosed, err)
+		c.fail(errorf("%w: write: %w", ErrClosed, err))
+		return errorf("%w: write: %w", ErrClosed, err)
 	}
 	return nil
 }
@@ -302,7 +301,7 @@ func (c *Conn) newRequestLocked(r *request) (uint16, error) {
 		return 0, c.err
 	}
 	if len(c.pending) >= 1<<16-1 {
-		return 0, fmt.Errorf("ubus: %d requests in flight: %w", len(c.pending), StatusNoMemory)
+		return 0, errorf("ubus: %d requests in flight: %w", len(c.pending), StatusNoMemory)
 	}
 	for {
 		c.seq++
@@ -338,7 +337,7 @@ func (c *Conn) roundTrip(ctx context.Context, m *Message, onData func(*Message))
 	case <-r.done:
 	case <-ctx.Done():
 		c.forget(seq, r)
-		return nil, fmt.Errorf("ubus: %s: %w", m.Type, ctx.Err())
+		return nil, errorf("ubus: %s: %w", m.Type, ctx.Err())
 	}
 	// r.done was closed by the reader after its last write to r.
 	if !r.completed {
@@ -370,13 +369,13 @@ func (c *Conn) Lookup(ctx context.Context, pattern string) ([]ObjectInfo, error)
 	}
 	data, err := c.roundTrip(ctx, m, nil)
 	if err != nil {
-		return nil, fmt.Errorf("ubus: lookup %q: %w", pattern, err)
+		return nil, errorf("ubus: lookup %q: %w", pattern, err)
 	}
 	infos := make([]ObjectInfo, 0, len(data))
 	for _, d := range data {
 		info, err := parseObjectInfo(d)
 		if err != nil {
-			return nil, fmt.Errorf("ubus: lookup %q: %w", pattern, err)
+			return nil, errorf("ubus: lookup %q: %w", pattern, err)
 		}
 		infos = append(infos, info)
 	}
@@ -387,16 +386,16 @@ func parseObjectInfo(d *Message) (ObjectInfo, error) {
 	var info ObjectInfo
 	var ok bool
 	if info.Path, ok = d.Str(AttrObjPath); !ok {
-		return info, fmt.Errorf("%w: lookup reply without path", ErrMalformed)
+		return info, errorf("%w: lookup reply without path", ErrMalformed)
 	}
 	if info.ID, ok = d.U32(AttrObjID); !ok {
-		return info, fmt.Errorf("%w: lookup reply without object id", ErrMalformed)
+		return info, errorf("%w: lookup reply without object id", ErrMalformed)
 	}
 	info.TypeID, _ = d.U32(AttrObjType)
 	if a, ok := d.Get(AttrSignature); ok {
 		methods, err := a.Blobmsg()
 		if err != nil {
-			return info, fmt.Errorf("signature of %s: %w", info.Path, err)
+			return info, errorf("signature of %s: %w", info.Path, err)
 		}
 		for _, m := range methods {
 			ms := MethodSig{Name: m.Name, Args: make([]ArgSig, 0, len(m.Children))}
@@ -412,14 +411,14 @@ func parseObjectInfo(d *Message) (ObjectInfo, error) {
 // LookupID returns the id of the object at exactly path.
 func (c *Conn) LookupID(ctx context.Context, path string) (uint32, error) {
 	if path == "" || strings.HasSuffix(path, "*") {
-		return 0, fmt.Errorf("ubus: lookup %q: %w", path, StatusInvalidArgument)
+		return 0, errorf("ubus: lookup %q: %w", path, StatusInvalidArgument)
 	}
 	infos, err := c.Lookup(ctx, path)
 	if err != nil {
 		return 0, err
 	}
 	if len(infos) == 0 {
-		return 0, fmt.Errorf("ubus: lookup %q: %w", path, StatusNotFound)
+		return 0, errorf("ubus: lookup %q: %w", path, StatusNotFound)
 	}
 	return infos[0].ID, nil
 }
@@ -440,7 +439,7 @@ func (c *Conn) Call(ctx context.Context, path, method string, args []Attr) ([]At
 func (c *Conn) Invoke(ctx context.Context, objID uint32, method string, args []Attr) ([]Attr, error) {
 	da, err := BlobmsgAttr(AttrData, args)
 	if err != nil {
-		return nil, fmt.Errorf("ubus: invoke %s: %w", method, err)
+		return nil, errorf("ubus: invoke %s: %w", method, err)
 	}
 	m := &Message{Type: MsgInvoke, Peer: objID, Attrs: []MsgAttr{
 		U32Attr(AttrObjID, objID), StringAttr(AttrMethod, method), da}}
@@ -453,12 +452,12 @@ func (c *Conn) Invoke(ctx context.Context, objID uint32, method string, args []A
 		}
 		attrs, derr := a.Blobmsg()
 		if derr != nil {
-			return nil, fmt.Errorf("ubus: invoke %s: reply: %w", method, derr)
+			return nil, errorf("ubus: invoke %s: reply: %w", method, derr)
 		}
 		out = append(out, attrs...)
 	}
 	if err != nil {
-		return out, fmt.Errorf("ubus: invoke %s: %w", method, err)
+		return out, errorf("ubus: invoke %s: %w", method, err)
 	}
 	return out, nil
 }

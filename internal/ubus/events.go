@@ -2,7 +2,6 @@ package ubus
 
 import (
 	"context"
-	"fmt"
 	"sync"
 )
 
@@ -83,7 +82,7 @@ func (s *sink) run(fn notifyFunc) {
 func (c *Conn) Send(ctx context.Context, event string, data []Attr) error {
 	_, err := c.Invoke(ctx, EventObjectID, "send", []Attr{String("id", event), Table("data", data...)})
 	if err != nil {
-		return fmt.Errorf("ubus: send %s: %w", event, err)
+		return errorf("ubus: send %s: %w", event, err)
 	}
 	return nil
 }
@@ -142,12 +141,12 @@ func (c *Conn) removeRemote(ctx context.Context, id uint32) error {
 func (c *Conn) Listen(ctx context.Context, pattern string, fn func(event string, data []Attr)) (stop func() error, err error) {
 	id, _, err := c.addSink(ctx, fn)
 	if err != nil {
-		return nil, fmt.Errorf("ubus: listen %q: %w", pattern, err)
+		return nil, errorf("ubus: listen %q: %w", pattern, err)
 	}
 	if _, err := c.Invoke(ctx, EventObjectID, "register", []Attr{Int32("object", int32(id)), String("pattern", pattern)}); err != nil {
 		c.dropSink(id)
 		_ = c.removeRemote(context.Background(), id)
-		return nil, fmt.Errorf("ubus: listen %q: %w", pattern, err)
+		return nil, errorf("ubus: listen %q: %w", pattern, err)
 	}
 	return c.stopper(id), nil
 }
@@ -172,7 +171,7 @@ func (c *Conn) stopper(id uint32) func() error {
 func (c *Conn) Subscribe(ctx context.Context, path string, fn func(typ string, data []Attr)) (stop func() error, err error) {
 	id, _, err := c.addSink(ctx, fn)
 	if err != nil {
-		return nil, fmt.Errorf("ubus: subscribe %q: %w", path, err)
+		return nil, errorf("ubus: subscribe %q: %w", path, err)
 	}
 	target, err := c.LookupID(ctx, path)
 	if err == nil {
@@ -182,7 +181,7 @@ func (c *Conn) Subscribe(ctx context.Context, path string, fn func(typ string, d
 	if err != nil {
 		c.dropSink(id)
 		_ = c.removeRemote(context.Background(), id)
-		return nil, fmt.Errorf("ubus: subscribe %q: %w", path, err)
+		return nil, errorf("ubus: subscribe %q: %w", path, err)
 	}
 	return c.stopper(id), nil
 }

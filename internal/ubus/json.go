@@ -1,7 +1,6 @@
 package ubus
 
 import (
-	"fmt"
 	"io"
 	"math"
 	"strconv"
@@ -22,23 +21,23 @@ import (
 // surrogate replaced by U+FFFD.
 func AttrsFromJSON(data []byte) ([]Attr, error) {
 	if len(data) > MaxMessageLen {
-		return nil, fmt.Errorf("ubus: json: %d bytes exceed %d", len(data), MaxMessageLen)
+		return nil, errorf("ubus: json: %d bytes exceed %d", len(data), MaxMessageLen)
 	}
 	s := jsonScanner{data: data}
 	s.space()
 	if !s.next('{') {
 		if s.pos == len(data) {
-			return nil, fmt.Errorf("ubus: json: %w", io.ErrUnexpectedEOF)
+			return nil, errorf("ubus: json: %w", io.ErrUnexpectedEOF)
 		}
-		return nil, fmt.Errorf("ubus: json: top level must be an object")
+		return nil, errorf("ubus: json: top level must be an object")
 	}
 	attrs, err := s.object(0)
 	if err != nil {
-		return nil, fmt.Errorf("ubus: json: %w", err)
+		return nil, errorf("ubus: json: %w", err)
 	}
 	s.space()
 	if s.pos != len(data) {
-		return nil, fmt.Errorf("ubus: json: trailing data after the object")
+		return nil, errorf("ubus: json: trailing data after the object")
 	}
 	return attrs, nil
 }
@@ -74,9 +73,9 @@ func (s *jsonScanner) next(c byte) bool {
 // syntax reports what was found at pos where want was expected.
 func (s *jsonScanner) syntax(want string) error {
 	if s.pos >= len(s.data) {
-		return fmt.Errorf("%w: %s expected", io.ErrUnexpectedEOF, want)
+		return errorf("%w: %s expected", io.ErrUnexpectedEOF, want)
 	}
-	return fmt.Errorf("offset %d: %s expected, found %q", s.pos, want, s.data[s.pos])
+	return errorf("offset %d: %s expected, found %q", s.pos, want, s.data[s.pos])
 }
 
 // object reads the members of an object whose '{' has been consumed.
@@ -164,7 +163,7 @@ func (s *jsonScanner) value(name string, depth int) (Attr, error) {
 	switch c := s.data[s.pos]; {
 	case c == '{' || c == '[':
 		if depth >= MaxDepth {
-			return Attr{}, fmt.Errorf("nesting deeper than %d", MaxDepth)
+			return Attr{}, errorf("nesting deeper than %d", MaxDepth)
 		}
 		s.pos++
 		if c == '{' {
@@ -230,13 +229,13 @@ func (s *jsonScanner) number(name string) (Attr, error) {
 	if integer {
 		i, err := strconv.ParseInt(text, 10, 64)
 		if err != nil {
-			return Attr{}, fmt.Errorf("%q: integer %s out of range", name, text)
+			return Attr{}, errorf("%q: integer %s out of range", name, text)
 		}
 		return intAttr(name, i), nil
 	}
 	f, err := strconv.ParseFloat(text, 64)
 	if err != nil {
-		return Attr{}, fmt.Errorf("%q: number %s out of range", name, text)
+		return Attr{}, errorf("%q: number %s out of range", name, text)
 	}
 	return Double(name, f), nil
 }
@@ -298,10 +297,10 @@ func (s *jsonScanner) str() (string, error) {
 			s.pos++
 			return string(buf), nil
 		case c < ' ':
-			return "", fmt.Errorf("offset %d: control character %q in string", s.pos, c)
+			return "", errorf("offset %d: control character %q in string", s.pos, c)
 		case c == '\\':
 			if s.pos+1 >= len(s.data) {
-				return "", fmt.Errorf("%w: string escape", io.ErrUnexpectedEOF)
+				return "", errorf("%w: string escape", io.ErrUnexpectedEOF)
 			}
 			e := s.data[s.pos+1]
 			s.pos += 2
@@ -321,7 +320,7 @@ func (s *jsonScanner) str() (string, error) {
 			case 'u':
 				r := hex4(s.data[s.pos:])
 				if r < 0 {
-					return "", fmt.Errorf("offset %d: bad \\u escape", s.pos-2)
+					return "", errorf("offset %d: bad \\u escape", s.pos-2)
 				}
 				s.pos += 4
 				if utf16.IsSurrogate(r) {
@@ -338,7 +337,7 @@ func (s *jsonScanner) str() (string, error) {
 				}
 				buf = utf8.AppendRune(buf, r)
 			default:
-				return "", fmt.Errorf("offset %d: bad escape \\%c", s.pos-2, e)
+				return "", errorf("offset %d: bad escape \\%c", s.pos-2, e)
 			}
 		case c < utf8.RuneSelf:
 			buf = append(buf, c)
@@ -353,7 +352,7 @@ func (s *jsonScanner) str() (string, error) {
 			s.pos += n
 		}
 	}
-	return "", fmt.Errorf("%w: unterminated string", io.ErrUnexpectedEOF)
+	return "", errorf("%w: unterminated string", io.ErrUnexpectedEOF)
 }
 
 // AttrsToJSON formats attributes as one JSON object the way the stock

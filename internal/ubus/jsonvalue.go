@@ -1,7 +1,5 @@
 package ubus
 
-import "fmt"
-
 // MarshalJSON is encoding/json's Marshal for the values AttrsFromValue
 // takes (structs with json tags, maps, and pointers to them), with
 // AttrsToStdJSON's formatting (indent "" for one line). It lets the
@@ -24,7 +22,7 @@ func UnmarshalJSON(data []byte, v any) error {
 		return err
 	}
 	if err := AttrsToValue(attrs, v); err != nil {
-		return fmt.Errorf("ubus: json: %w", err)
+		return errorf("ubus: json: %w", err)
 	}
 	return nil
 }

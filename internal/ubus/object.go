@@ -287,7 +287,7 @@ func (c *Conn) serve(m *Message, id uint32, meth *Method, req *Request) {
 func callHandler(ctx context.Context, h Handler, req *Request) (data []Attr, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			data, err = nil, fmt.Errorf("%w: handler panic: %v", StatusUnknownError, r)
+			data, err = nil, errorf("%w: handler panic: %v", StatusUnknownError, r)
 		}
 	}()
 	return h(ctx, req)
@@ -352,7 +352,7 @@ func (c *Conn) flushRefused() {
 	}
 	_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if _, err := c.nc.Write(b); err != nil {
-		c.fail(fmt.Errorf("%w: write: %w", ErrClosed, err))
+		c.fail(errorf("%w: write: %w", ErrClosed, err))
 	}
 }
 
@@ -362,12 +362,12 @@ func (c *Conn) flushRefused() {
 // and MaxCallsPerPeer (shared by all objects of the connection).
 func (c *Conn) AddObject(ctx context.Context, obj *Object) error {
 	if obj.Path == "" {
-		return fmt.Errorf("ubus: add object: %w: empty path", StatusInvalidArgument)
+		return errorf("ubus: add object: %w: empty path", StatusInvalidArgument)
 	}
 	obj.mu.Lock()
 	if obj.conn != nil {
 		obj.mu.Unlock()
-		return fmt.Errorf("ubus: add object %s: already registered", obj.Path)
+		return errorf("ubus: add object %s: already registered", obj.Path)
 	}
 	obj.conn = c
 	obj.mu.Unlock()
@@ -376,7 +376,7 @@ func (c *Conn) AddObject(ctx context.Context, obj *Object) error {
 		obj.mu.Lock()
 		obj.conn = nil
 		obj.mu.Unlock()
-		return fmt.Errorf("ubus: add object %s: %w", obj.Path, err)
+		return errorf("ubus: add object %s: %w", obj.Path, err)
 	}
 	m := &Message{Type: MsgAddObject, Attrs: []MsgAttr{StringAttr(AttrObjPath, obj.Path), sig}}
 	_, err = c.roundTrip(ctx, m, func(d *Message) {
@@ -409,7 +409,7 @@ func (c *Conn) AddObject(ctx context.Context, obj *Object) error {
 			delete(c.objects, id)
 			c.mu.Unlock()
 		}
-		return fmt.Errorf("ubus: add object %s: %w", obj.Path, err)
+		return errorf("ubus: add object %s: %w", obj.Path, err)
 	}
 	return nil
 }
@@ -420,10 +420,10 @@ func (c *Conn) RemoveObject(ctx context.Context, obj *Object) error {
 	id, owner := obj.id, obj.conn
 	obj.mu.Unlock()
 	if owner != c || id == 0 {
-		return fmt.Errorf("ubus: remove object %s: not registered on this connection", obj.Path)
+		return errorf("ubus: remove object %s: not registered on this connection", obj.Path)
 	}
 	if err := c.removeRemote(ctx, id); err != nil {
-		return fmt.Errorf("ubus: remove object %s: %w", obj.Path, err)
+		return errorf("ubus: remove object %s: %w", obj.Path, err)
 	}
 	c.mu.Lock()
 	delete(c.objects, id)
@@ -443,25 +443,25 @@ func (c *Conn) Notify(ctx context.Context, obj *Object, typ string, data []Attr)
 	id, owner := obj.id, obj.conn
 	obj.mu.Unlock()
 	if owner != c || id == 0 {
-		return fmt.Errorf("ubus: notify %s: not registered on this connection", obj.Path)
+		return errorf("ubus: notify %s: not registered on this connection", obj.Path)
 	}
 	da, err := BlobmsgAttr(AttrData, data)
 	if err != nil {
-		return fmt.Errorf("ubus: notify %s: %w", obj.Path, err)
+		return errorf("ubus: notify %s: %w", obj.Path, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("ubus: notify %s: %w", obj.Path, err)
+		return errorf("ubus: notify %s: %w", obj.Path, err)
 	}
 	c.mu.Lock()
 	seq, err := c.newRequestLocked(nil)
 	c.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("ubus: notify %s: %w", obj.Path, err)
+		return errorf("ubus: notify %s: %w", obj.Path, err)
 	}
 	m := &Message{Type: MsgNotify, Seq: seq, Peer: id, Attrs: []MsgAttr{
 		U32Attr(AttrObjID, id), StringAttr(AttrMethod, typ), U8Attr(AttrNoReply, 1), da}}
 	if err := c.write(m); err != nil {
-		return fmt.Errorf("ubus: notify %s: %w", obj.Path, err)
+		return errorf("ubus: notify %s: %w", obj.Path, err)
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package ubus
 import (
 	"bytes"
 	"encoding"
-	"fmt"
 	"math"
 	"reflect"
 	"slices"
@@ -91,14 +90,14 @@ func (c *ValueCodec) marshalers(t reflect.Type) uint8 {
 func (c *ValueCodec) Attrs(v any) ([]Attr, error) {
 	rv := reflect.ValueOf(v)
 	if !rv.IsValid() {
-		return nil, fmt.Errorf("ubus: from value: top level must be an object, not null")
+		return nil, errorf("ubus: from value: top level must be an object, not null")
 	}
 	a, err := c.encode("", rv, 0)
 	if err != nil {
-		return nil, fmt.Errorf("ubus: from value: %w", err)
+		return nil, errorf("ubus: from value: %w", err)
 	}
 	if a.Type != TypeTable {
-		return nil, fmt.Errorf("ubus: from value: top level must be an object, not %s", rv.Type())
+		return nil, errorf("ubus: from value: top level must be an object, not %s", rv.Type())
 	}
 	return a.Children, nil
 }
@@ -107,11 +106,11 @@ func (c *ValueCodec) Attrs(v any) ([]Attr, error) {
 func (c *ValueCodec) Decode(attrs []Attr, v any) error {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
-		return fmt.Errorf("ubus: to value: need a non-nil pointer, got %T", v)
+		return errorf("ubus: to value: need a non-nil pointer, got %T", v)
 	}
 	top := Table("", attrs...)
 	if err := c.decode(&top, rv.Elem(), "."); err != nil {
-		return fmt.Errorf("ubus: to value: %w", err)
+		return errorf("ubus: to value: %w", err)
 	}
 	return nil
 }
@@ -181,7 +180,7 @@ func typeFields(t reflect.Type) ([]valueField, error) {
 				}
 				name, opts, _ := strings.Cut(tag, ",")
 				if slices.Contains(strings.Split(opts, ","), "string") {
-					return nil, fmt.Errorf("%s.%s: the json \",string\" option is not supported", t, f.Name)
+					return nil, errorf("%s.%s: the json \",string\" option is not supported", t, f.Name)
 				}
 				index := append(slices.Clip(l.index), i)
 				if name == "" && f.Anonymous && ft.Kind() == reflect.Struct {
@@ -311,7 +310,7 @@ func (c *ValueCodec) encode(name string, v reflect.Value, depth int) (Attr, erro
 		case m&marshalPtrText != 0 && v.CanAddr():
 			return textAttr(name, v.Addr())
 		case m&marshalJSON != 0 && (t.Implements(jsonMarshalerType) || v.CanAddr()):
-			return Attr{}, fmt.Errorf("%q: %s has a MarshalJSON method and no MarshalText, which is not supported", name, t)
+			return Attr{}, errorf("%q: %s has a MarshalJSON method and no MarshalText, which is not supported", name, t)
 		}
 	}
 	switch v.Kind() {
@@ -319,7 +318,7 @@ func (c *ValueCodec) encode(name string, v reflect.Value, depth int) (Attr, erro
 		return c.encode(name, v.Elem(), depth)
 	case reflect.Struct:
 		if depth > MaxDepth {
-			return Attr{}, fmt.Errorf("%q: nesting deeper than %d", name, MaxDepth)
+			return Attr{}, errorf("%q: nesting deeper than %d", name, MaxDepth)
 		}
 		children, err := c.encodeStruct(v, depth)
 		return Table(name, children...), err
@@ -333,7 +332,7 @@ func (c *ValueCodec) encode(name string, v reflect.Value, depth int) (Attr, erro
 		fallthrough
 	case reflect.Array:
 		if depth > MaxDepth {
-			return Attr{}, fmt.Errorf("%q: nesting deeper than %d", name, MaxDepth)
+			return Attr{}, errorf("%q: nesting deeper than %d", name, MaxDepth)
 		}
 		children := make([]Attr, v.Len())
 		for i := range children {
@@ -348,7 +347,7 @@ func (c *ValueCodec) encode(name string, v reflect.Value, depth int) (Attr, erro
 			return Attr{Name: name, Type: TypeUnspec}, nil
 		}
 		if depth > MaxDepth {
-			return Attr{}, fmt.Errorf("%q: nesting deeper than %d", name, MaxDepth)
+			return Attr{}, errorf("%q: nesting deeper than %d", name, MaxDepth)
 		}
 		type member struct {
 			key string
@@ -366,7 +365,7 @@ func (c *ValueCodec) encode(name string, v reflect.Value, depth int) (Attr, erro
 			case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 				key = strconv.FormatUint(k.Uint(), 10)
 			default:
-				return Attr{}, fmt.Errorf("%q: map key type %s not supported", name, k.Type())
+				return Attr{}, errorf("%q: map key type %s not supported", name, k.Type())
 			}
 			members = append(members, member{key, it.Value()})
 		}
@@ -407,13 +406,13 @@ func (c *ValueCodec) encode(name string, v reflect.Value, depth int) (Attr, erro
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 		u := v.Uint()
 		if u > math.MaxInt64 {
-			return Attr{}, fmt.Errorf("%q: integer %d out of range", name, u)
+			return Attr{}, errorf("%q: integer %d out of range", name, u)
 		}
 		return intAttr(name, int64(u)), nil
 	case reflect.Float32, reflect.Float64:
 		return floatAttr(name, v.Float(), t.Bits())
 	}
-	return Attr{}, fmt.Errorf("%q: type %s not supported", name, t)
+	return Attr{}, errorf("%q: type %s not supported", name, t)
 }
 
 // textAttr is the text of the TextMarshaler m as a string.
@@ -423,7 +422,7 @@ func textAttr(name string, m reflect.Value) (Attr, error) {
 	}
 	b, err := m.Interface().(encoding.TextMarshaler).MarshalText()
 	if err != nil {
-		return Attr{}, fmt.Errorf("%q: %w", name, err)
+		return Attr{}, errorf("%q: %w", name, err)
 	}
 	return String(name, validUTF8(string(b))), nil
 }
@@ -436,7 +435,7 @@ func textAttr(name string, m reflect.Value) (Attr, error) {
 // shortest decimal, not of the float's exact value).
 func floatAttr(name string, f float64, bits int) (Attr, error) {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return Attr{}, fmt.Errorf("%q: unsupported value %v", name, f)
+		return Attr{}, errorf("%q: unsupported value %v", name, f)
 	}
 	format := byte('f')
 	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {
@@ -447,20 +446,20 @@ func floatAttr(name string, f float64, bits int) (Attr, error) {
 	if format == 'f' && !bytes.Contains(text, []byte{'.'}) {
 		i, err := strconv.ParseInt(string(text), 10, 64)
 		if err != nil {
-			return Attr{}, fmt.Errorf("%q: integer %s out of range", name, text)
+			return Attr{}, errorf("%q: integer %s out of range", name, text)
 		}
 		return intAttr(name, i), nil
 	}
 	d, err := strconv.ParseFloat(string(text), 64)
 	if err != nil {
-		return Attr{}, fmt.Errorf("%q: number %s: %w", name, text, err)
+		return Attr{}, errorf("%q: number %s: %w", name, text, err)
 	}
 	return Double(name, d), nil
 }
 
 // decodeError is a value of the wrong kind at path.
 func decodeError(a *Attr, t reflect.Type, path string) error {
-	return fmt.Errorf("%s: cannot store %s in %s", path, a.Type, t)
+	return errorf("%s: cannot store %s in %s", path, a.Type, t)
 }
 
 // decode stores a in v; path names it in errors.
@@ -478,7 +477,7 @@ func (c *ValueCodec) decode(a *Attr, v reflect.Value, path string) error {
 		}
 		t, err := parseTime(a.Str)
 		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
+			return errorf("%s: %w", path, err)
 		}
 		v.Set(reflect.ValueOf(t))
 		return nil
@@ -487,7 +486,7 @@ func (c *ValueCodec) decode(a *Attr, v reflect.Value, path string) error {
 		// Only time.Time: calling UnmarshalText through the interface
 		// would link time.Time's layout parser into the router binary,
 		// and no other such type is decoded.
-		return fmt.Errorf("%s: decoding into %s (a TextUnmarshaler other than time.Time) is not supported", path, v.Type())
+		return errorf("%s: decoding into %s (a TextUnmarshaler other than time.Time) is not supported", path, v.Type())
 	}
 	switch v.Kind() {
 	case reflect.Pointer:
@@ -525,17 +524,17 @@ func (c *ValueCodec) decode(a *Attr, v reflect.Value, path string) error {
 			case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 				n, err := strconv.ParseInt(m.Name, 10, 64)
 				if err != nil || key.OverflowInt(n) {
-					return fmt.Errorf("%s: map key %q does not fit %s", path, m.Name, t.Key())
+					return errorf("%s: map key %q does not fit %s", path, m.Name, t.Key())
 				}
 				key.SetInt(n)
 			case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 				n, err := strconv.ParseUint(m.Name, 10, 64)
 				if err != nil || key.OverflowUint(n) {
-					return fmt.Errorf("%s: map key %q does not fit %s", path, m.Name, t.Key())
+					return errorf("%s: map key %q does not fit %s", path, m.Name, t.Key())
 				}
 				key.SetUint(n)
 			default:
-				return fmt.Errorf("%s: map key type %s not supported", path, t.Key())
+				return errorf("%s: map key type %s not supported", path, t.Key())
 			}
 			elem := reflect.New(t.Elem()).Elem()
 			if err := c.decode(m, elem, path+"."+m.Name); err != nil {
@@ -548,7 +547,7 @@ func (c *ValueCodec) decode(a *Attr, v reflect.Value, path string) error {
 		if a.Type == TypeString && v.Type().Elem().Kind() == reflect.Uint8 {
 			b, err := b64Decode(a.Str)
 			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
+				return errorf("%s: %w", path, err)
 			}
 			v.SetBytes(b)
 			return nil
@@ -616,7 +615,7 @@ func (c *ValueCodec) decode(a *Attr, v reflect.Value, path string) error {
 		v.SetFloat(f)
 		return nil
 	}
-	return fmt.Errorf("%s: type %s not supported", path, v.Type())
+	return errorf("%s: type %s not supported", path, v.Type())
 }
 
 // isInteger reports whether t holds a number without a fraction (int8 is
@@ -655,7 +654,7 @@ func (c *ValueCodec) decodeStruct(members []Attr, v reflect.Value, path string) 
 			if k > 0 && fv.Kind() == reflect.Pointer {
 				if fv.IsNil() {
 					if !fv.CanSet() {
-						return fmt.Errorf("%s.%s: cannot set embedded pointer to unexported struct %s", path, m.Name, fv.Type().Elem())
+						return errorf("%s.%s: cannot set embedded pointer to unexported struct %s", path, m.Name, fv.Type().Elem())
 					}
 					fv.Set(reflect.New(fv.Type().Elem()))
 				}

@@ -73,7 +73,7 @@ func sizeLimitError(file string, size int64) *LimitError {
 func Parse(name string, r io.Reader) (*Package, error) {
 	data, err := io.ReadAll(io.LimitReader(r, MaxFileSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("uci: reading %s: %w", name, err)
+		return nil, errorf("uci: reading %s: %w", name, err)
 	}
 	if len(data) > MaxFileSize {
 		return nil, &LimitError{File: name, Msg: fmt.Sprintf("more than %d bytes, over the limit per config file", MaxFileSize)}
