@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/plan"
 )
 
@@ -191,7 +192,7 @@ func (c Config) Check() error {
 		bad = append(bad, "HotIntervals, CoolIntervals, MaxMoves and MaxHistory must be at least 1")
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("%w: adaptive config: %s", plan.ErrInvalid, strings.Join(bad, "; "))
+		return outline.Errorf("%w: adaptive config: %s", plan.ErrInvalid, strings.Join(bad, "; "))
 	}
 	return nil
 }

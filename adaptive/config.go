@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 )
@@ -109,7 +110,7 @@ func (o adaptiveOpt) parse(raw string, c *Config) error {
 	// NaN and the infinities parse as floats; the range check refuses
 	// them (every comparison with NaN is false).
 	if err != nil || !(v >= o.min && v <= o.max) {
-		return errorf("%q is not %s", raw, o.accepted())
+		return outline.Errorf("%q is not %s", raw, o.accepted())
 	}
 	switch p := o.ptr(c).(type) {
 	case *time.Duration:
@@ -136,7 +137,7 @@ func (o adaptiveOpt) format(c *Config) string {
 		}
 		return strconv.FormatFloat(*p, 'f', -1, 64)
 	case *int:
-		return strconv.Itoa(*p)
+		return outline.Itoa(*p)
 	}
 	return ""
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 )
@@ -118,9 +119,9 @@ func layDeviations(snap *platform.Snapshot, p *plan.Plan, devs []Deviation) (*pl
 		case !ok || u.Kind != d.Kind:
 			why = "the auto plan no longer puts " + d.Key() + "'s " + d.Kind + " work on one CPU"
 		case !online.Has(d.CPU):
-			why = "cpu" + strconv.Itoa(d.CPU) + " is not online"
+			why = "cpu" + outline.Itoa(d.CPU) + " is not online"
 		case d.CPU == u.Home:
-			why = "cpu" + strconv.Itoa(d.CPU) + " is its auto placement now"
+			why = "cpu" + outline.Itoa(d.CPU) + " is its auto placement now"
 		}
 		if why != "" {
 			dropped = append(dropped, DroppedDev{Deviation: d, Why: why})

@@ -10,9 +10,9 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"sync"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
@@ -66,7 +66,7 @@ type State struct {
 	path string
 	now  func() time.Time
 
-	mu       sync.Mutex
+	mu       outline.Mutex
 	devs     []Deviation
 	moves    []MoveRecord
 	sampling *SamplingStatus
@@ -146,23 +146,23 @@ func readAdaptiveFile(path string) (*StoredState, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, errorf("%s: %w", StateFile, err)
+		return nil, outline.Errorf("%s: %w", StateFile, err)
 	}
 	defer fh.Close()
 	// One byte over the limit tells an oversized file from one at it.
 	b, err := io.ReadAll(io.LimitReader(fh, MaxStateSize+1))
 	if err != nil {
-		return nil, errorf("%s: %w", StateFile, err)
+		return nil, outline.Errorf("%s: %w", StateFile, err)
 	}
 	if len(b) > MaxStateSize {
-		return nil, errorf("%s: over %d bytes", StateFile, MaxStateSize)
+		return nil, outline.Errorf("%s: over %d bytes", StateFile, MaxStateSize)
 	}
 	var f StoredState
 	if err := ubus.UnmarshalJSON(b, &f); err != nil {
-		return nil, errorf("%s: corrupt: %w", StateFile, err)
+		return nil, outline.Errorf("%s: corrupt: %w", StateFile, err)
 	}
 	if len(f.Deviations) > MaxStoredDeviations {
-		return nil, errorf("%s: %d deviations, over the limit of %d", StateFile, len(f.Deviations), MaxStoredDeviations)
+		return nil, outline.Errorf("%s: %d deviations, over the limit of %d", StateFile, len(f.Deviations), MaxStoredDeviations)
 	}
 	return &f, nil
 }
@@ -178,7 +178,7 @@ func checkStoredDeviation(d Deviation) string {
 	case d.Kind != UnitRPS && d.Kind != UnitNAPI:
 		return "kind " + strconv.Quote(d.Kind) + " is not rps or napi"
 	case d.CPU < 0 || d.CPU > maxStoredCPU:
-		return "cpu " + strconv.Itoa(d.CPU) + " is out of range"
+		return "cpu " + outline.Itoa(d.CPU) + " is out of range"
 	}
 	return ""
 }
@@ -202,7 +202,7 @@ func (s *State) saveLocked() error {
 	if len(s.devs) > 0 || len(s.moves) > 0 {
 		b, err := ubus.MarshalJSON(StoredState{Deviations: s.devs, Moves: s.moves}, "")
 		if err != nil {
-			return errorf("%s: %w", StateFile, err)
+			return outline.Errorf("%s: %w", StateFile, err)
 		}
 		want = string(b)
 	}
@@ -211,21 +211,21 @@ func (s *State) saveLocked() error {
 	}
 	if want == "" {
 		if err := os.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return errorf("%s: %w", StateFile, err)
+			return outline.Errorf("%s: %w", StateFile, err)
 		}
 		s.written = ""
 		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o755); err != nil {
-		return errorf("%s: %w", StateFile, err)
+		return outline.Errorf("%s: %w", StateFile, err)
 	}
 	tmp := s.path + ".new"
 	if err := os.WriteFile(tmp, []byte(want), 0o644); err != nil {
-		return errorf("%s: %w", StateFile, err)
+		return outline.Errorf("%s: %w", StateFile, err)
 	}
 	if err := os.Rename(tmp, s.path); err != nil {
 		os.Remove(tmp)
-		return errorf("%s: %w", StateFile, err)
+		return outline.Errorf("%s: %w", StateFile, err)
 	}
 	s.written = want
 	s.note = ""

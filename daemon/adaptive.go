@@ -3,9 +3,9 @@ package daemon
 import (
 	"context"
 	"errors"
-	"sync"
 
 	"github.com/packet-steering/packet-steering/adaptive"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/steering"
 )
@@ -34,7 +34,7 @@ type adaptiveRunner struct {
 	config func() adaptive.Config
 	log    *Logger
 
-	mu     sync.Mutex
+	mu     outline.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
 	cfg    adaptive.Config // of the running loop

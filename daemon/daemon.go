@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/packet-steering/packet-steering/adaptive"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/steering"
 	"github.com/packet-steering/packet-steering/ubusobj"
@@ -97,7 +97,7 @@ type Options struct {
 // plugin serves the object.
 func Run(ctx context.Context, o Options) error {
 	if o.Log != "auto" && o.Log != "syslog" && o.Log != "stderr" {
-		return fmt.Errorf("--log %q: want auto, syslog or stderr", o.Log)
+		return outline.Errorf("--log %q: want auto, syslog or stderr", o.Log)
 	}
 	eng := steering.NewEngine(o.Root)
 	// Never both: where rpcd's exec plugin serves the object (its `list`
@@ -259,7 +259,7 @@ type idleTrimmer struct {
 	after time.Duration
 	trim  func()
 
-	mu    sync.Mutex
+	mu    outline.Mutex
 	timer *time.Timer
 }
 

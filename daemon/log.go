@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"sync"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // Logger writes the daemon's log, one record per line. It implements
@@ -24,7 +25,7 @@ import (
 // `level=INFO msg=applied reason=start changed=3`. Debug records are
 // written only with --debug.
 type Logger struct {
-	mu    sync.Mutex
+	mu    outline.Mutex
 	w     io.Writer
 	sys   *SyslogSink // nil: text lines to w
 	debug bool

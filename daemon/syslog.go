@@ -2,12 +2,12 @@ package daemon
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"strconv"
-	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // SyslogSink sends records to the local syslog socket (/dev/log, read by
@@ -17,7 +17,7 @@ import (
 // `daemon.info packet-steering[442]: applied ...`. It uses a raw unix
 // socket: log/syslog would link the net package into the router binary.
 type SyslogSink struct {
-	mu   sync.Mutex
+	mu   outline.Mutex
 	path string
 	fd   int // -1 when not connected
 	tag  string
@@ -31,7 +31,7 @@ const DefaultSyslogPath = "/dev/log"
 
 // DialSyslog connects to the syslog socket at path.
 func DialSyslog(path, tag string) (*SyslogSink, error) {
-	s := &SyslogSink{path: path, fd: -1, tag: tag + "[" + strconv.Itoa(os.Getpid()) + "]: "}
+	s := &SyslogSink{path: path, fd: -1, tag: tag + "[" + outline.Itoa(os.Getpid()) + "]: "}
 	if err := s.connect(); err != nil {
 		return nil, err
 	}
@@ -41,11 +41,11 @@ func DialSyslog(path, tag string) (*SyslogSink, error) {
 func (s *SyslogSink) connect() error {
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("syslog socket: %w", err)
+		return outline.Errorf("syslog socket: %w", err)
 	}
 	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: s.path}); err != nil {
 		unix.Close(fd)
-		return fmt.Errorf("syslog %s: %w", s.path, err)
+		return outline.Errorf("syslog %s: %w", s.path, err)
 	}
 	s.fd = fd
 	return nil
@@ -77,7 +77,7 @@ func (s *SyslogSink) send(b []byte) error {
 			return nil
 		}
 		if !errors.Is(err, unix.ECONNREFUSED) && !errors.Is(err, unix.ENOTCONN) && !errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("syslog: %w", err)
+			return outline.Errorf("syslog: %w", err)
 		}
 		unix.Close(s.fd)
 		s.fd = -1

@@ -2,10 +2,9 @@ package daemon
 
 import (
 	"context"
-	"fmt"
-	"sync"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 )
 
@@ -41,7 +40,7 @@ type serviceWatch struct {
 	takeover func(ctx context.Context, apply func(reason string))
 	apply    func(reason string)
 
-	mu      sync.Mutex
+	mu      outline.Mutex
 	running bool // a takeover runs
 	again   bool // another start came in while it ran
 }
@@ -154,7 +153,7 @@ func callOnce(ctx context.Context, socket, object, method string, args ...ubus.A
 		for _, a := range args {
 			name += " " + a.Str
 		}
-		return fmt.Errorf("%s: %w", name, err)
+		return outline.Errorf("%s: %w", name, err)
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ var layers = map[string]int{
 	"internal/demo":                        0,
 	"internal/testenv":                     0,
 	"internal/table":                       0,
+	"internal/outline":                     0,
 	"internal/netnstest":                   0,
 	"internal/genetlink":                   0,
 	"luci-app-packet-steering":             0,

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -57,7 +58,7 @@ func applyOverrides(b *builder, s *platform.Snapshot, flows int) {
 				return cpuset.Set{}, false
 			}
 			if extra := set.Intersect(present); !extra.Equal(set) {
-				bad(opt, val, fmt.Errorf("CPUs %s do not exist here (CPUs: %s)", diff(set, present).List(), present.List()))
+				bad(opt, val, outline.Errorf("CPUs %s do not exist here (CPUs: %s)", diff(set, present).List(), present.List()))
 				return cpuset.Set{}, false
 			}
 			return set, true
@@ -98,7 +99,7 @@ func applyOverrides(b *builder, s *platform.Snapshot, flows int) {
 				}
 			}
 			if q == nil {
-				bad("queue_rps", qn+"="+val, fmt.Errorf("%s has no rx queue %q", o.Name, qn))
+				bad("queue_rps", qn+"="+val, outline.Errorf("%s has no rx queue %q", o.Name, qn))
 				continue
 			}
 			if set, ok := mask("queue_rps "+qn, val); ok {
@@ -123,9 +124,9 @@ func applyOverrides(b *builder, s *platform.Snapshot, flows int) {
 			case err != nil:
 				bad("napi_cpus", o.NAPICPUs, err)
 			case set.IsEmpty():
-				bad("napi_cpus", o.NAPICPUs, fmt.Errorf("an empty cpu list would leave the threads nowhere to run"))
+				bad("napi_cpus", o.NAPICPUs, outline.Errorf("an empty cpu list would leave the threads nowhere to run"))
 			case !set.Intersect(present).Equal(set):
-				bad("napi_cpus", o.NAPICPUs, fmt.Errorf("CPUs %s do not exist here (CPUs: %s)", diff(set, present).List(), present.List()))
+				bad("napi_cpus", o.NAPICPUs, outline.Errorf("CPUs %s do not exist here (CPUs: %s)", diff(set, present).List(), present.List()))
 			default:
 				for _, t := range deviceThreads(s, d) {
 					b.napi(t, set)

@@ -1,12 +1,12 @@
 package plan
 
 import (
-	"fmt"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -67,7 +67,7 @@ func IsNAPIKnob(kind ActionKind) bool { return NAPIKnobName(kind) != "" }
 
 // napiTarget is Target for a per-NAPI knob.
 func napiTarget(a Action) string {
-	t := a.Device + " napi " + strconv.Itoa(a.NAPIID)
+	t := a.Device + " napi " + outline.Itoa(a.NAPIID)
 	if a.Queue != "" {
 		t += " (" + a.Queue + ")"
 	}
@@ -157,7 +157,7 @@ func ParseNAPIKnob(kind ActionKind, val string) (string, error) {
 	}
 	n, err := strconv.ParseUint(strings.TrimSpace(val), 10, 64)
 	if err != nil || n > limit {
-		return "", fmt.Errorf("want a whole number from 0 to %d", limit)
+		return "", outline.Errorf("want a whole number from 0 to %d", limit)
 	}
 	return strconv.FormatUint(n, 10), nil
 }
@@ -212,7 +212,7 @@ func applyNAPIOverrides(b *builder, s *platform.Snapshot, d *platform.Device, o 
 		asked[k] = true
 		v, err := ParseNAPIKnob(napiKinds[k], raw)
 		if err == nil && j < 0 {
-			err = fmt.Errorf("%s has no NAPI instance %s (netlink lists %s)", d.Name, item, describeNAPIs(napis))
+			err = outline.Errorf("%s has no NAPI instance %s (netlink lists %s)", d.Name, item, describeNAPIs(napis))
 		}
 		if err != nil {
 			if item != "" {
@@ -235,7 +235,7 @@ func applyNAPIOverrides(b *builder, s *platform.Snapshot, d *platform.Device, o 
 	for _, key := range keys {
 		j := -1
 		for i, n := range napis {
-			if n.Queue == key || "napi-"+strconv.Itoa(n.NAPI.ID) == key {
+			if n.Queue == key || "napi-"+outline.Itoa(n.NAPI.ID) == key {
 				j = i
 			}
 		}
@@ -285,7 +285,7 @@ func describeNAPIs(napis []DeviceNAPI) string {
 	}
 	parts := make([]string, len(napis))
 	for i, n := range napis {
-		parts[i] = "napi-" + strconv.Itoa(n.NAPI.ID)
+		parts[i] = "napi-" + outline.Itoa(n.NAPI.ID)
 		if n.Queue != "" {
 			parts[i] += " (" + n.Queue + ")"
 		}

@@ -3,10 +3,10 @@ package plan
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -343,9 +343,9 @@ func intList(ns []int) string {
 			j++
 		}
 		if j > i {
-			parts = append(parts, strconv.Itoa(ns[i])+"-"+strconv.Itoa(ns[j]))
+			parts = append(parts, outline.Itoa(ns[i])+"-"+outline.Itoa(ns[j]))
 		} else {
-			parts = append(parts, strconv.Itoa(ns[i]))
+			parts = append(parts, outline.Itoa(ns[i]))
 		}
 		i = j + 1
 	}

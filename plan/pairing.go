@@ -2,8 +2,8 @@ package plan
 
 import (
 	"sort"
-	"strconv"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -213,12 +213,12 @@ func (p *Pairing) Unit(a Action) string {
 		if u := p.ActionDevice(a); u != "" {
 			return u
 		}
-		return "thread " + strconv.Itoa(a.PID)
+		return "thread " + outline.Itoa(a.PID)
 	case KindIRQAffinity:
 		if u := p.ActionDevice(a); u != "" {
 			return u
 		}
-		return "irq " + strconv.Itoa(a.IRQ)
+		return "irq " + outline.Itoa(a.IRQ)
 	}
 	return a.Device
 }

@@ -10,12 +10,12 @@
 package plan
 
 import (
-	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -65,7 +65,7 @@ const stockScript = "openwrt/openwrt package/network/config/netifd/files/usr/lib
 // legacy is exactly the stock script.
 func NewPlan(s *platform.Snapshot, req PlanRequest) (*Plan, error) {
 	if s == nil {
-		return nil, fmt.Errorf("%w: no snapshot to plan", ErrInvalid)
+		return nil, outline.Errorf("%w: no snapshot to plan", ErrInvalid)
 	}
 	settings, serr := ResolveSettings(s)
 	mode := settings.Mode
@@ -197,13 +197,13 @@ func addSockFlowSysctl(b *builder, s *platform.Snapshot) {
 	}
 	current := ""
 	if s.RPSSockFlowEntries >= 0 {
-		current = strconv.Itoa(s.RPSSockFlowEntries)
+		current = outline.Itoa(s.RPSSockFlowEntries)
 		if s.RPSSockFlowEntries > want {
 			want = s.RPSSockFlowEntries
 		}
 	}
 	b.put(actionKey{kind: KindSysctl, key: SysctlRPSSockFlowEntries}, Action{
-		Kind: KindSysctl, Key: SysctlRPSSockFlowEntries, Value: strconv.Itoa(want), Current: current,
+		Kind: KindSysctl, Key: SysctlRPSSockFlowEntries, Value: outline.Itoa(want), Current: current,
 	})
 }
 
@@ -292,7 +292,7 @@ func (b *builder) rps(d *platform.Device, q platform.RxQueue, set cpuset.Set) {
 func (b *builder) flowCnt(d *platform.Device, q platform.RxQueue, n int) {
 	k := actionKey{kind: KindRPSFlowCnt, device: d.Name, queue: q.Name}
 	b.order[k] = q.Index
-	b.put(k, Action{Kind: KindRPSFlowCnt, Device: d.Name, Queue: q.Name, Value: strconv.Itoa(n), Current: strconv.Itoa(q.RPSFlowCnt)})
+	b.put(k, Action{Kind: KindRPSFlowCnt, Device: d.Name, Queue: q.Name, Value: outline.Itoa(n), Current: outline.Itoa(q.RPSFlowCnt)})
 }
 
 func (b *builder) hasFlowCnt(d *platform.Device, q platform.RxQueue) bool {
@@ -409,9 +409,9 @@ func (a Action) Target() string {
 	case KindRPSCPUs, KindRPSFlowCnt, KindXPSCPUs:
 		return a.Device + "/" + a.Queue
 	case KindNAPIAffinity:
-		return "pid " + strconv.Itoa(a.PID) + " " + a.Thread
+		return "pid " + outline.Itoa(a.PID) + " " + a.Thread
 	case KindIRQAffinity:
-		return "irq " + strconv.Itoa(a.IRQ) + " " + a.Name
+		return "irq " + outline.Itoa(a.IRQ) + " " + a.Name
 	case KindNAPIDeferHardIRQs, KindNAPIGROFlushTimeout, KindNAPIThreaded:
 		return napiTarget(a)
 	}

@@ -2,10 +2,10 @@ package plan
 
 import (
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -278,7 +278,7 @@ func boardRules(b *builder, s *platform.Snapshot, flows int) (string, []Hint) {
 // cpuWord names a CPU set for evidence texts: "CPU2", "CPUs 1-3".
 func cpuWord(set cpuset.Set) string {
 	if set.Len() == 1 {
-		return "CPU" + strconv.Itoa(set.CPUs()[0])
+		return "CPU" + outline.Itoa(set.CPUs()[0])
 	}
 	return "CPUs " + set.List()
 }

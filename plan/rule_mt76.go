@@ -3,10 +3,10 @@ package plan
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -62,7 +62,7 @@ func phyGroups(s *platform.Snapshot) []*phyGroup {
 			out = append(out, g)
 		}
 		g.netdevs = append(g.netdevs, d)
-		for _, p := range []string{d.Phy, "phy" + strconv.Itoa(d.PhyIndex)} {
+		for _, p := range []string{d.Phy, "phy" + outline.Itoa(d.PhyIndex)} {
 			if _, ok := owner[p]; !ok {
 				owner[p] = g
 				g.phys = append(g.phys, p)
@@ -177,7 +177,7 @@ func spreadMT76(b *builder, s *platform.Snapshot, _ int) (string, []Hint) {
 		}
 		txWord := "their own CPU"
 		if tx >= 0 {
-			txWord = "CPU" + strconv.Itoa(tx)
+			txWord = "CPU" + outline.Itoa(tx)
 		}
 		ev = append(ev, fmt.Sprintf(evMT76, strings.Join(g.phys[:1], ""), strings.Join(placed, ", "), txWord))
 	}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -50,13 +51,13 @@ func ParseMode(s string) (Mode, error) {
 			return m, nil
 		}
 	}
-	return "", fmt.Errorf("%w: unknown mode %q (accepted: %s)", ErrInvalid, s, acceptedModes())
+	return "", outline.Errorf("%w: unknown mode %q (accepted: %s)", ErrInvalid, s, acceptedModes())
 }
 
 // CheckFlows returns an error wrapping ErrInvalid unless 0 <= n <= MaxFlows.
 func CheckFlows(n int) error {
 	if n < 0 || n > MaxFlows {
-		return fmt.Errorf("%w: flows %d out of range (accepted: 0 to %d flow entries per rx queue)", ErrInvalid, n, MaxFlows)
+		return outline.Errorf("%w: flows %d out of range (accepted: 0 to %d flow entries per rx queue)", ErrInvalid, n, MaxFlows)
 	}
 	return nil
 }
@@ -66,7 +67,7 @@ func CheckFlows(n int) error {
 func ParseFlows(s string) (int, error) {
 	n, err := strconv.Atoi(strings.TrimSpace(s))
 	if err != nil {
-		return 0, fmt.Errorf("%w: flows %q is not a whole number (accepted: 0 to %d)", ErrInvalid, s, MaxFlows)
+		return 0, outline.Errorf("%w: flows %q is not a whole number (accepted: 0 to %d)", ErrInvalid, s, MaxFlows)
 	}
 	if err := CheckFlows(n); err != nil {
 		return 0, err

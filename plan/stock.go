@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -320,7 +321,7 @@ func collectStockDevices(s *platform.Snapshot, extra map[string]bool) []*stockDe
 			out = append(out, pd)
 		}
 		if d.Kind == platform.KindWifi || d.Phy != "" {
-			phy := "phy" + strconv.Itoa(d.PhyIndex)
+			phy := "phy" + outline.Itoa(d.PhyIndex)
 			if !containsString(pd.phys, phy) {
 				pd.phys = append(pd.phys, phy)
 			}

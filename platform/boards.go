@@ -10,6 +10,7 @@ import (
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/internal/kfs"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/internal/uci"
 )
 
@@ -151,7 +152,7 @@ func FormatRefusedIRQs(rec map[int][2]string) []byte {
 		if i >= MaxRefusedIRQs {
 			break
 		}
-		b.WriteString(strconv.Itoa(n) + "\t" + clean(rec[n][0]) + "\t" + clean(rec[n][1]) + "\n")
+		b.WriteString(outline.Itoa(n) + "\t" + clean(rec[n][0]) + "\t" + clean(rec[n][1]) + "\n")
 	}
 	return b.Bytes()
 }

@@ -6,8 +6,8 @@ import (
 	"io/fs"
 	"strconv"
 	"strings"
-	"sync"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/internal/uci"
 	"golang.org/x/sys/unix"
 )
@@ -249,7 +249,7 @@ func steeringConfig(p *uci.Package, c *Config) *SteeringConfig {
 // parsed last time give the same package without parsing again. It is safe
 // for concurrent use; a nil memo remembers nothing.
 type configMemo struct {
-	mu      sync.Mutex
+	mu      outline.Mutex
 	entries map[string]memoEntry // by file path
 }
 

@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // CPU topology files (Documentation/ABI/stable/sysfs-devices-system-cpu,
@@ -37,7 +38,7 @@ func (f *reader) readCPUs(g *gaps) []CPU {
 	}
 	cpus := make([]CPU, 0, len(possible))
 	for _, id := range possible {
-		dir := cpuDevicesDir + "/cpu" + strconv.Itoa(id)
+		dir := cpuDevicesDir + "/cpu" + outline.Itoa(id)
 		c := CPU{ID: id, Core: -1, Package: -1, Online: online[id]}
 		if onlineErr != nil {
 			// Without the online list, trust the per-CPU file; a CPU

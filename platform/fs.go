@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/packet-steering/packet-steering/internal/kfs"
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // FS is a machine's file tree below a root directory: "/" on a router, or a
@@ -31,10 +32,10 @@ func NewFS(root string) (FS, error) {
 	}
 	info, err := os.Stat(root)
 	if err != nil {
-		return FS{}, errorf("platform: root %s: %w", root, err)
+		return FS{}, outline.Errorf("platform: root %s: %w", root, err)
 	}
 	if !info.IsDir() {
-		return FS{}, errorf("platform: root %s: not a directory", root)
+		return FS{}, outline.Errorf("platform: root %s: not a directory", root)
 	}
 	f := FS{root: filepath.Clean(root)}
 	if f.root == "/" {
@@ -87,7 +88,7 @@ func (f FS) newReader(count *kfs.Counts) (*reader, error) {
 	r := &reader{FS: f, Reader: kfs.Reader{BufSize: 4096, DentsSize: 8192, Count: count}}
 	d, err := r.Open(f.root)
 	if err != nil {
-		return nil, errorf("platform: root %s: %w", f.root, err)
+		return nil, outline.Errorf("platform: root %s: %w", f.root, err)
 	}
 	r.dir = d
 	return r, nil
@@ -216,11 +217,11 @@ func (r *reader) resolveLink(rel string) (string, error) {
 // resolveLink.
 func joinLink(rel, t string) (string, error) {
 	if filepath.IsAbs(t) {
-		return "", errorf("%s: absolute link target %q", rel, t)
+		return "", outline.Errorf("%s: absolute link target %q", rel, t)
 	}
 	res := filepath.ToSlash(filepath.Join(filepath.Dir(filepath.FromSlash(rel)), t))
 	if res == ".." || strings.HasPrefix(res, "../") || res == "." {
-		return "", errorf("%s: link leaves the root", rel)
+		return "", outline.Errorf("%s: link leaves the root", rel)
 	}
 	return res, nil
 }

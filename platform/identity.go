@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/packet-steering/packet-steering/internal/kfs"
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // Identity files:
@@ -99,12 +100,12 @@ func parseShellText(text string) (map[string]string, error) {
 		line = strings.TrimPrefix(line, "export ")
 		name, val, ok := strings.Cut(line, "=")
 		if !ok || !validShellName(name) {
-			errs = append(errs, errorf("line %d: not an assignment", n))
+			errs = append(errs, outline.Errorf("line %d: not an assignment", n))
 			continue
 		}
 		v, err := unquoteShell(val)
 		if err != nil {
-			errs = append(errs, errorf("line %d: %w", n, err))
+			errs = append(errs, outline.Errorf("line %d: %w", n, err))
 			continue
 		}
 		vars[name] = v

@@ -9,6 +9,7 @@ import (
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/internal/kfs"
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // IRQs, from proc/interrupts (kernel/irq/proc.c show_interrupts) and
@@ -39,7 +40,7 @@ const maxIRQLine = 1 << 20
 func parseInterrupts(r io.Reader) ([]IRQ, error) {
 	b, err := io.ReadAll(io.LimitReader(r, kfs.MaxFile))
 	if err != nil {
-		return nil, errorf("interrupts: %w", err)
+		return nil, outline.Errorf("interrupts: %w", err)
 	}
 	return parseInterruptsText(string(b))
 }
@@ -71,7 +72,7 @@ func parseInterruptsText(text string) ([]IRQ, error) {
 	ncols := 0
 	for _, h := range header {
 		if !strings.HasPrefix(h, "CPU") {
-			return nil, errorf("interrupts: header %q: not CPU columns", first)
+			return nil, outline.Errorf("interrupts: header %q: not CPU columns", first)
 		}
 		ncols++
 	}
@@ -89,12 +90,12 @@ func parseInterruptsText(text string) ([]IRQ, error) {
 		}
 		line++
 		if len(row) > maxIRQLine {
-			errs = append(errs, errorf("interrupts line %d: line too long", line))
+			errs = append(errs, outline.Errorf("interrupts line %d: line too long", line))
 			break
 		}
 		irq, ok, err := parseInterruptRow(row, ncols)
 		if err != nil {
-			errs = append(errs, errorf("interrupts line %d: %w", line, err))
+			errs = append(errs, outline.Errorf("interrupts line %d: %w", line, err))
 			continue
 		}
 		if !ok || seen[irq.Number] {
@@ -114,7 +115,7 @@ func parseInterruptRow(text string, ncols int) (IRQ, bool, error) {
 		if strings.TrimSpace(text) == "" {
 			return IRQ{}, false, nil
 		}
-		return IRQ{}, false, errorf("no ':' in %q", text)
+		return IRQ{}, false, outline.Errorf("no ':' in %q", text)
 	}
 	label = strings.TrimSpace(label)
 	n, err := strconv.Atoi(label)
@@ -122,10 +123,10 @@ func parseInterruptRow(text string, ncols int) (IRQ, bool, error) {
 		if label != "" && !isDigit(label[0]) {
 			return IRQ{}, false, nil // NMI, LOC, ERR, MIS, IPI0...
 		}
-		return IRQ{}, false, errorf("bad irq number %q", label)
+		return IRQ{}, false, outline.Errorf("bad irq number %q", label)
 	}
 	if n < 0 {
-		return IRQ{}, false, errorf("bad irq number %q", label)
+		return IRQ{}, false, outline.Errorf("bad irq number %q", label)
 	}
 	fields := strings.Fields(rest)
 	irq := IRQ{Number: n, Queue: -1, Counts: make([]uint64, 0, ncols)}
@@ -136,7 +137,7 @@ func parseInterruptRow(text string, ncols int) (IRQ, bool, error) {
 		}
 		c, err := strconv.ParseUint(fields[i], 10, 64)
 		if err != nil {
-			return IRQ{}, false, errorf("irq %d: bad count %q", n, fields[i])
+			return IRQ{}, false, outline.Errorf("irq %d: bad count %q", n, fields[i])
 		}
 		irq.Counts = append(irq.Counts, c)
 	}

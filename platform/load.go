@@ -6,9 +6,9 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"strconv"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // Load counters, for the adaptive mode's control loop: cumulative per-CPU
@@ -70,11 +70,11 @@ func ReadSoftnet(root string) ([]SoftnetStat, error) {
 	}
 	b, err := os.ReadFile(f.Path(softnetPath))
 	if err != nil {
-		return nil, errorf("platform: %w", err)
+		return nil, outline.Errorf("platform: %w", err)
 	}
 	s, err := parseSoftnetBytes(b)
 	if err != nil {
-		return nil, errorf("platform: %s: %w", softnetPath, err)
+		return nil, outline.Errorf("platform: %s: %w", softnetPath, err)
 	}
 	return s, nil
 }
@@ -84,7 +84,7 @@ func ReadSoftnet(root string) ([]SoftnetStat, error) {
 // out; any other unreadable file is an error.
 func ReadLoad(ctx context.Context, root string, pids []int) (*LoadCounters, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, errorf("platform: read load: %w", err)
+		return nil, outline.Errorf("platform: read load: %w", err)
 	}
 	f, err := NewFS(root)
 	if err != nil {
@@ -96,35 +96,35 @@ func ReadLoad(ctx context.Context, root string, pids []int) (*LoadCounters, erro
 	}
 	b, err := os.ReadFile(f.Path(procStatPath))
 	if err != nil {
-		return nil, errorf("platform: %w", err)
+		return nil, outline.Errorf("platform: %w", err)
 	}
 	if lc.CPUs, err = ParseCPUTimes(b); err != nil {
-		return nil, errorf("platform: %s: %w", procStatPath, err)
+		return nil, outline.Errorf("platform: %s: %w", procStatPath, err)
 	}
 	b, err = os.ReadFile(f.Path(procSoftirqsPath))
 	if err != nil {
-		return nil, errorf("platform: %w", err)
+		return nil, outline.Errorf("platform: %w", err)
 	}
 	if lc.NetRX, err = ParseSoftirqRow(b, "NET_RX"); err != nil {
-		return nil, errorf("platform: %s: %w", procSoftirqsPath, err)
+		return nil, outline.Errorf("platform: %s: %w", procSoftirqsPath, err)
 	}
 	for _, pid := range pids {
 		if pid <= 0 {
 			continue
 		}
-		b, err := os.ReadFile(f.Path(procDir, strconv.Itoa(pid), "stat"))
+		b, err := os.ReadFile(f.Path(procDir, outline.Itoa(pid), "stat"))
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) || vanished(err) {
 				continue
 			}
-			return nil, errorf("platform: %w", err)
+			return nil, outline.Errorf("platform: %w", err)
 		}
 		ticks, err := ParseTaskTicks(b)
 		if err != nil {
-			return nil, errorf("platform: %s/%d/stat: %w", procDir, pid, err)
+			return nil, outline.Errorf("platform: %s/%d/stat: %w", procDir, pid, err)
 		}
 		tt := ThreadTime{PID: pid, Ticks: ticks}
-		if b, err := os.ReadFile(f.Path(procDir, strconv.Itoa(pid), "schedstat")); err == nil {
+		if b, err := os.ReadFile(f.Path(procDir, outline.Itoa(pid), "schedstat")); err == nil {
 			tt.WaitNS, tt.HasWait = ParseSchedWait(b)
 		}
 		lc.Threads = append(lc.Threads, tt)
@@ -150,7 +150,7 @@ func ParseCPUTimes(b []byte) ([]CPUTime, error) {
 		}
 		cpu, ok := atoiBytes(name[3:])
 		if !ok || cpu < 0 || cpu >= cpuset.MaxCPUs {
-			return out, errorf("bad cpu row %q", name)
+			return out, outline.Errorf("bad cpu row %q", name)
 		}
 		ct := CPUTime{CPU: cpu}
 		n := 0
@@ -161,7 +161,7 @@ func ParseCPUTimes(b []byte) ([]CPUTime, error) {
 			}
 			v, ok := parseUintBytes(fld)
 			if !ok {
-				return out, errorf("cpu%d column %d: bad number %q", cpu, n+1, fld)
+				return out, outline.Errorf("cpu%d column %d: bad number %q", cpu, n+1, fld)
 			}
 			ct.Total += v
 			switch n {
@@ -172,7 +172,7 @@ func ParseCPUTimes(b []byte) ([]CPUTime, error) {
 			}
 		}
 		if n < 7 {
-			return out, errorf("cpu%d: %d columns, want at least 7", cpu, n)
+			return out, outline.Errorf("cpu%d: %d columns, want at least 7", cpu, n)
 		}
 		out = append(out, ct)
 	}
@@ -198,7 +198,7 @@ func ParseSoftirqRow(b []byte, row string) (map[int]uint64, error) {
 			for f, rest := nextField(line); f != nil; f, rest = nextField(rest) {
 				n, ok := atoiBytes(bytes.TrimPrefix(f, []byte("CPU")))
 				if !bytes.HasPrefix(f, []byte("CPU")) || !ok || n < 0 || n >= cpuset.MaxCPUs {
-					return nil, errorf("bad header column %q", f)
+					return nil, outline.Errorf("bad header column %q", f)
 				}
 				cols = append(cols, n)
 			}
@@ -213,17 +213,17 @@ func ParseSoftirqRow(b []byte, row string) (map[int]uint64, error) {
 		for _, cpu := range cols {
 			var f []byte
 			if f, rest = nextField(rest); f == nil {
-				return nil, errorf("%s: %d columns, header has %d", row, len(out), len(cols))
+				return nil, outline.Errorf("%s: %d columns, header has %d", row, len(out), len(cols))
 			}
 			v, ok := parseUintBytes(f)
 			if !ok {
-				return nil, errorf("%s cpu%d: bad number %q", row, cpu, f)
+				return nil, outline.Errorf("%s cpu%d: bad number %q", row, cpu, f)
 			}
 			out[cpu] = v
 		}
 		return out, nil
 	}
-	return nil, errorf("no %s row", row)
+	return nil, outline.Errorf("no %s row", row)
 }
 
 // ParseTaskTicks returns utime + stime of proc/PID/stat. The fields are
@@ -241,12 +241,12 @@ func ParseTaskTicks(b []byte) (uint64, error) {
 	for n := 0; n < 13; n++ {
 		var f []byte
 		if f, rest = nextField(rest); f == nil {
-			return 0, errorf("%d fields after comm, want at least 13", n)
+			return 0, outline.Errorf("%d fields after comm, want at least 13", n)
 		}
 		if n >= 11 {
 			v, ok := parseUintBytes(f)
 			if !ok {
-				return 0, errorf("bad time %q", f)
+				return 0, outline.Errorf("bad time %q", f)
 			}
 			sum += v
 		}

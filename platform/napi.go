@@ -14,6 +14,7 @@ import (
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/internal/kfs"
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // Processes, from proc/PID (Documentation/filesystems/proc.rst, fs/proc/
@@ -103,7 +104,7 @@ func scanStat(b []byte) (statFields, error) {
 	var st statFields
 	pid, ok := atoiBytes(bytes.TrimSpace(b[:open]))
 	if !ok {
-		return statFields{}, errorf("stat: bad pid %q", b[:open])
+		return statFields{}, outline.Errorf("stat: bad pid %q", b[:open])
 	}
 	st.pid = pid
 	st.comm = b[open+1 : closing]
@@ -113,7 +114,7 @@ func scanStat(b []byte) (statFields, error) {
 	for n := 0; n < 7; n++ {
 		field, rest = nextField(rest)
 		if field == nil {
-			return statFields{}, errorf("stat: %d fields after comm, want at least 7", n)
+			return statFields{}, outline.Errorf("stat: %d fields after comm, want at least 7", n)
 		}
 		if n == 0 {
 			st.state = field
@@ -121,7 +122,7 @@ func scanStat(b []byte) (statFields, error) {
 	}
 	flags, ok := parseUintBytes(field)
 	if !ok {
-		return statFields{}, errorf("stat: bad flags %q", field)
+		return statFields{}, outline.Errorf("stat: bad flags %q", field)
 	}
 	st.flags = flags
 	return st, nil
@@ -191,7 +192,7 @@ func cpusAllowedList(b []byte) (string, error) {
 		if v, ok := bytes.CutPrefix(line, []byte(key)); ok {
 			s := string(bytes.TrimSpace(v))
 			if _, err := cpuset.ParseList(s); err != nil {
-				return "", errorf("status: Cpus_allowed_list: %w", err)
+				return "", outline.Errorf("status: Cpus_allowed_list: %w", err)
 			}
 			return s, nil
 		}

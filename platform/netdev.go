@@ -5,10 +5,10 @@ import (
 	"errors"
 	"io/fs"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/packet-steering/packet-steering/internal/kfs"
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // Network devices, from sys/class/net (Documentation/ABI/testing/
@@ -342,4 +342,4 @@ func busBase(d *Device) string {
 }
 
 // itoa is strconv.Itoa, short for path building.
-func itoa(n int) string { return strconv.Itoa(n) }
+func itoa(n int) string { return outline.Itoa(n) }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/packet-steering/packet-steering/internal/genetlink"
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // SetNAPIKnobs writes the per-NAPI knobs of netlink napi-set (Linux 6.13+)
@@ -22,39 +23,39 @@ import (
 // latency (Documentation/networking/napi.rst).
 func SetNAPIKnobs(ctx context.Context, id int, k NAPIKnobs) (NAPIKnobs, error) {
 	if id <= 0 || id > 1<<31-1 {
-		return NAPIKnobs{}, errorf("platform: NAPI id %d out of range", id)
+		return NAPIKnobs{}, outline.Errorf("platform: NAPI id %d out of range", id)
 	}
 	if k.DeferHardIRQs > 1<<31-1 {
-		return NAPIKnobs{}, errorf("platform: defer-hard-irqs %d is above the kernel's maximum %d", k.DeferHardIRQs, 1<<31-1)
+		return NAPIKnobs{}, outline.Errorf("platform: defer-hard-irqs %d is above the kernel's maximum %d", k.DeferHardIRQs, 1<<31-1)
 	}
 	ctx, cancel := context.WithTimeout(ctx, netlinkTimeout)
 	defer cancel()
 	c, err := genetlink.Dial()
 	if err != nil {
-		return NAPIKnobs{}, errorf("platform: napi-set: %w", err)
+		return NAPIKnobs{}, outline.Errorf("platform: napi-set: %w", err)
 	}
 	defer c.Close()
 	nd, err := genetlink.OpenNetdev(ctx, c)
 	if errors.Is(err, fs.ErrNotExist) {
-		return NAPIKnobs{}, errorf("platform: napi-set: %w (no netdev netlink family)", ErrNAPIKnobsUnsupported)
+		return NAPIKnobs{}, outline.Errorf("platform: napi-set: %w (no netdev netlink family)", ErrNAPIKnobsUnsupported)
 	}
 	if err != nil {
-		return NAPIKnobs{}, errorf("platform: napi-set: %w", err)
+		return NAPIKnobs{}, outline.Errorf("platform: napi-set: %w", err)
 	}
 	if !nd.Supports("napi-set") {
-		return NAPIKnobs{}, errorf("platform: napi-set: %w", ErrNAPIKnobsUnsupported)
+		return NAPIKnobs{}, outline.Errorf("platform: napi-set: %w", ErrNAPIKnobsUnsupported)
 	}
 	cur, err := nd.NAPI(ctx, uint32(id))
 	if err != nil {
-		return NAPIKnobs{}, errorf("platform: NAPI %d: %w", id, err)
+		return NAPIKnobs{}, outline.Errorf("platform: NAPI %d: %w", id, err)
 	}
 	if cur.Config.DeferHardIRQs == nil || cur.Config.GROFlushTimeout == nil {
-		return NAPIKnobs{}, errorf("platform: NAPI %d: the kernel reports no knobs: %w", id, ErrNAPIKnobsUnsupported)
+		return NAPIKnobs{}, outline.Errorf("platform: NAPI %d: the kernel reports no knobs: %w", id, ErrNAPIKnobsUnsupported)
 	}
 	old := NAPIKnobs{DeferHardIRQs: *cur.Config.DeferHardIRQs, GROFlushTimeoutNS: *cur.Config.GROFlushTimeout}
 	d, g := k.DeferHardIRQs, k.GROFlushTimeoutNS
 	if err := nd.SetNAPI(ctx, uint32(id), genetlink.NAPIConfig{DeferHardIRQs: &d, GROFlushTimeout: &g}); err != nil {
-		return NAPIKnobs{}, errorf("platform: NAPI %d: %w", id, err)
+		return NAPIKnobs{}, outline.Errorf("platform: NAPI %d: %w", id, err)
 	}
 	return old, nil
 }
@@ -110,7 +111,7 @@ func NAPIKnob(ctx context.Context, id int, knob, value string, write bool) (stri
 		value, err = napiKnob(ctx, uint32(id), knob, cfg, write)
 	}
 	if err != nil {
-		return "", errorf("platform: NAPI %d %s: %w", id, knob, err)
+		return "", outline.Errorf("platform: NAPI %d %s: %w", id, knob, err)
 	}
 	return value, nil
 }
@@ -124,7 +125,7 @@ func napiKnob(ctx context.Context, id uint32, knob string, cfg genetlink.NAPICon
 	nd, err := genetlink.OpenNetdev(ctx, c)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return "", errorf("%w (no netdev netlink family)", ErrNAPIKnobsUnsupported)
+		return "", outline.Errorf("%w (no netdev netlink family)", ErrNAPIKnobsUnsupported)
 	case err != nil:
 		return "", err
 	case !nd.Supports("napi-set"):

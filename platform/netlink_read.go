@@ -5,10 +5,10 @@ import (
 	"errors"
 	"io/fs"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/packet-steering/packet-steering/internal/genetlink"
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // kernelNetlinkSource is the netlink source of a Read of "/".
@@ -158,12 +158,12 @@ func applyNetlink(s *Snapshot, d *netlinkData, g *gaps) {
 			if v.PID <= 0 || t.PID != v.PID {
 				continue
 			}
-			what := "thread " + t.Name + " (pid " + strconv.Itoa(t.PID) + ")"
+			what := "thread " + t.Name + " (pid " + outline.Itoa(t.PID) + ")"
 			if t.Device != v.Device && t.Device != "" {
 				disagree(what, "device "+t.Device, v.Device)
 			}
 			if t.NAPIID != v.ID && t.NAPIID >= 0 {
-				disagree(what, "NAPI id "+strconv.Itoa(t.NAPIID), strconv.Itoa(v.ID))
+				disagree(what, "NAPI id "+outline.Itoa(t.NAPIID), outline.Itoa(v.ID))
 			}
 			if dir != "" && t.Direction != threadDir {
 				disagree(what, t.Direction, threadDir)
@@ -176,7 +176,7 @@ func applyNetlink(s *Snapshot, d *netlinkData, g *gaps) {
 			if v.IRQ < 0 || q.Number != v.IRQ {
 				continue
 			}
-			what := "IRQ " + strconv.Itoa(q.Number) + " (" + q.Name + ")"
+			what := "IRQ " + outline.Itoa(q.Number) + " (" + q.Name + ")"
 			if q.Device != v.Device {
 				if q.Device != "" {
 					disagree(what, "device "+q.Device, v.Device)
@@ -185,7 +185,7 @@ func applyNetlink(s *Snapshot, d *netlinkData, g *gaps) {
 			}
 			if dir != "" && (q.Queue != queue || q.Direction != dir) {
 				if q.Queue >= 0 {
-					disagree(what, q.Direction+" queue "+strconv.Itoa(q.Queue), dir+" queue "+strconv.Itoa(queue))
+					disagree(what, q.Direction+" queue "+outline.Itoa(q.Queue), dir+" queue "+outline.Itoa(queue))
 				}
 				q.Queue, q.Direction = queue, dir
 			}
@@ -254,7 +254,7 @@ func orderDisagreements(s *Snapshot) []string {
 		sort.Slice(rx, func(a, b int) bool { return rx[a].NAPIID < rx[b].NAPIID })
 		for i, q := range d.RxQueues {
 			if q.NAPIID > 0 && i < len(rx) && rx[i].NAPIID != q.NAPIID {
-				out = append(out, d.Name+" "+q.Name+": inferred "+rx[i].Name+" ("+SourceNAPIOrder+"), netlink says NAPI "+strconv.Itoa(q.NAPIID))
+				out = append(out, d.Name+" "+q.Name+": inferred "+rx[i].Name+" ("+SourceNAPIOrder+"), netlink says NAPI "+outline.Itoa(q.NAPIID))
 			}
 		}
 	}

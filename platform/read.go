@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/packet-steering/packet-steering/internal/kfs"
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // Read reads the machine below root ("/" on a router, or a fixture root)
@@ -46,7 +47,7 @@ const (
 // not counted).
 func (f FS) readWith(ctx context.Context, memo *configMemo, level readLevel, pool *sync.Pool, count *kfs.Counts, scope *DeviceScope) (*Snapshot, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, errorf("platform: read %s: %w", f.root, err)
+		return nil, outline.Errorf("platform: read %s: %w", f.root, err)
 	}
 	r, err := f.newReader(count)
 	if err != nil {
@@ -280,7 +281,7 @@ func (f *reader) read(ctx context.Context) (*Snapshot, error) {
 	classifyThreads(s.NAPIThreads, s.Devices, s.IRQs)
 	applyNetlink(s, nl, &nlGaps)
 	if err := ctx.Err(); err != nil {
-		return nil, errorf("platform: read %s: %w", f.root, err)
+		return nil, outline.Errorf("platform: read %s: %w", f.root, err)
 	}
 	var all []Gap
 	for _, g := range []*gaps{&cpuGaps, &devGaps, &procGaps, &irqGaps, &netGaps, &idGaps, &cfgGaps, &writerGaps, &nlGaps} {

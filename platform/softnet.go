@@ -7,6 +7,7 @@ import (
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/internal/kfs"
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // Softnet counters, from proc/net/softnet_stat (net/core/net-procfs.c
@@ -36,7 +37,7 @@ const softnetMinColumns = 9
 func ParseSoftnet(r io.Reader) ([]SoftnetStat, error) {
 	b, err := io.ReadAll(io.LimitReader(r, kfs.MaxFile))
 	if err != nil {
-		return []SoftnetStat{}, errorf("softnet_stat: %w", err)
+		return []SoftnetStat{}, outline.Errorf("softnet_stat: %w", err)
 	}
 	return parseSoftnetBytes(b)
 }
@@ -62,9 +63,9 @@ func parseSoftnetBytes(b []byte) ([]SoftnetStat, error) {
 			v, ok := parseHex64(fld)
 			if !ok {
 				if c := countFields(line); c < softnetMinColumns {
-					return stats, errorf("softnet_stat row %d: %d columns, want at least %d", row, c, softnetMinColumns)
+					return stats, outline.Errorf("softnet_stat row %d: %d columns, want at least %d", row, c, softnetMinColumns)
 				}
-				return stats, errorf("softnet_stat row %d column %d: bad hex %q", row, n+1, fld)
+				return stats, outline.Errorf("softnet_stat row %d column %d: bad hex %q", row, n+1, fld)
 			}
 			if n < len(vals) {
 				vals[n] = v
@@ -74,7 +75,7 @@ func parseSoftnetBytes(b []byte) ([]SoftnetStat, error) {
 			continue
 		}
 		if n < softnetMinColumns {
-			return stats, errorf("softnet_stat row %d: %d columns, want at least %d", row, n, softnetMinColumns)
+			return stats, outline.Errorf("softnet_stat row %d: %d columns, want at least %d", row, n, softnetMinColumns)
 		}
 		s := SoftnetStat{CPU: row, Processed: vals[0], Dropped: vals[1], TimeSqueeze: vals[2]}
 		if n >= 10 {
@@ -85,7 +86,7 @@ func parseSoftnetBytes(b []byte) ([]SoftnetStat, error) {
 		}
 		if n >= 13 {
 			if vals[12] >= cpuset.MaxCPUs {
-				return stats, errorf("softnet_stat row %d: cpu %d out of range", row, vals[12])
+				return stats, outline.Errorf("softnet_stat row %d: cpu %d out of range", row, vals[12])
 			}
 			s.CPU = int(vals[12])
 		}

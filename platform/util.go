@@ -4,6 +4,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 func sortedInts(a []int) []int {
@@ -18,7 +20,7 @@ func queueIndex(name, prefix string) (int, bool) {
 		return 0, false
 	}
 	n, err := strconv.Atoi(rest)
-	if err != nil || n < 0 || strconv.Itoa(n) != rest {
+	if err != nil || n < 0 || outline.Itoa(n) != rest {
 		return 0, false
 	}
 	return n, true

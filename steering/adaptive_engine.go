@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/packet-steering/packet-steering/adaptive"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 )
@@ -23,7 +24,7 @@ import (
 // adaptive, and moves to CPUs that are not online.
 func (e *Engine) Adapt(ctx context.Context, moves []adaptive.Move) (*Result, error) {
 	if len(moves) == 0 {
-		return nil, errorf("%w: no moves", plan.ErrInvalid)
+		return nil, outline.Errorf("%w: no moves", plan.ErrInvalid)
 	}
 	unlock, err := e.lock(ctx)
 	if err != nil {
@@ -35,12 +36,12 @@ func (e *Engine) Adapt(ctx context.Context, moves []adaptive.Move) (*Result, err
 		return nil, err
 	}
 	if eff.Mode != plan.ModeAdaptive {
-		return nil, errorf("%w: mode is %s, not adaptive", plan.ErrInvalid, eff.Mode)
+		return nil, outline.Errorf("%w: mode is %s, not adaptive", plan.ErrInvalid, eff.Mode)
 	}
 	online := adaptive.OnlineSet(snap)
 	for _, m := range moves {
 		if !online.Has(m.To) {
-			return nil, errorf("%w: move %s to cpu%d: not an online CPU", plan.ErrInvalid, m.Key(), m.To)
+			return nil, outline.Errorf("%w: move %s to cpu%d: not an online CPU", plan.ErrInvalid, m.Key(), m.To)
 		}
 	}
 	now := e.now()
@@ -90,7 +91,7 @@ func (e *Engine) AdaptiveSample(ctx context.Context, full bool) (adaptive.Sample
 	flows := set.Flows
 	base, err := plan.NewPlan(snap, plan.PlanRequest{Mode: plan.ModeAuto, Flows: &flows})
 	if err != nil {
-		return s, errorf("plan auto: %w", err)
+		return s, outline.Errorf("plan auto: %w", err)
 	}
 	units := adaptive.Units(snap, base)
 	devs := map[string]adaptive.Deviation{}

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"io/fs"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 	"golang.org/x/sys/unix"
@@ -99,13 +99,13 @@ func (x *knobIndex) resolveKnob(a plan.Action) (knob, error) {
 	k := knob{act: a}
 	queue := func(known map[string]bool, what string) error {
 		if !plan.ValidDeviceName(a.Device) {
-			return errorf("device name %q: %w", a.Device, plan.ErrInvalid)
+			return outline.Errorf("device name %q: %w", a.Device, plan.ErrInvalid)
 		}
 		if !x.devices[a.Device] {
-			return errorf("device %q not in the snapshot: %w", a.Device, plan.ErrInvalid)
+			return outline.Errorf("device %q not in the snapshot: %w", a.Device, plan.ErrInvalid)
 		}
 		if !validQueueName(a.Queue, what+"-") || !known[a.Device+"/"+a.Queue] {
-			return errorf("%s has no %s queue %q: %w", a.Device, what, a.Queue, plan.ErrInvalid)
+			return outline.Errorf("%s has no %s queue %q: %w", a.Device, what, a.Queue, plan.ErrInvalid)
 		}
 		return nil
 	}
@@ -122,30 +122,30 @@ func (x *knobIndex) resolveKnob(a plan.Action) (knob, error) {
 		k.path = "sys/class/net/" + a.Device + "/queues/" + a.Queue + "/xps_cpus"
 	case plan.KindNAPIAffinity:
 		if name, ok := x.threads[a.PID]; !ok || name != a.Thread {
-			return k, errorf("no NAPI thread %d %q in the snapshot: %w", a.PID, a.Thread, plan.ErrInvalid)
+			return k, outline.Errorf("no NAPI thread %d %q in the snapshot: %w", a.PID, a.Thread, plan.ErrInvalid)
 		}
 		k.thread = true
 	case plan.KindIRQAffinity:
 		if a.IRQ < 0 || !x.irqs[a.IRQ] {
-			return k, errorf("no IRQ %d in the snapshot: %w", a.IRQ, plan.ErrInvalid)
+			return k, outline.Errorf("no IRQ %d in the snapshot: %w", a.IRQ, plan.ErrInvalid)
 		}
-		k.path = "proc/irq/" + strconv.Itoa(a.IRQ) + "/smp_affinity"
+		k.path = "proc/irq/" + outline.Itoa(a.IRQ) + "/smp_affinity"
 	case plan.KindNAPIDeferHardIRQs, plan.KindNAPIGROFlushTimeout, plan.KindNAPIThreaded:
 		if dev, ok := x.napis[a.NAPIID]; !ok || a.NAPIID <= 0 || dev != a.Device || dev == "" {
-			return k, errorf("no NAPI %d of %q in the snapshot: %w", a.NAPIID, a.Device, plan.ErrInvalid)
+			return k, outline.Errorf("no NAPI %d of %q in the snapshot: %w", a.NAPIID, a.Device, plan.ErrInvalid)
 		}
 		if _, err := plan.ParseNAPIKnob(a.Kind, a.Value); err != nil {
-			return k, errorf("%s %q: %v: %w", a.Kind, a.Value, err, plan.ErrInvalid)
+			return k, outline.Errorf("%s %q: %v: %w", a.Kind, a.Value, err, plan.ErrInvalid)
 		}
 		k.napi = plan.NAPIKnobName(a.Kind)
 	case plan.KindSysctl:
 		p, ok := sysctlPaths[a.Key]
 		if !ok {
-			return k, errorf("sysctl %q is not managed: %w", a.Key, plan.ErrInvalid)
+			return k, outline.Errorf("sysctl %q is not managed: %w", a.Key, plan.ErrInvalid)
 		}
 		k.path = p
 	default:
-		return k, errorf("unknown action kind %q: %w", a.Kind, plan.ErrInvalid)
+		return k, outline.Errorf("unknown action kind %q: %w", a.Kind, plan.ErrInvalid)
 	}
 	return k, nil
 }
@@ -352,10 +352,10 @@ func failUnit(w Writer, unit string, rest []plan.Action, done []written, f Failu
 func verifyKnob(w Writer, k knob, value string) error {
 	got, err := readKnob(w, k)
 	if err != nil {
-		return errorf("verify: %w", err)
+		return outline.Errorf("verify: %w", err)
 	}
 	if !plan.SameValue(k.act.Kind, got, value) {
-		return errorf("verify: wrote %s, the kernel holds %s", value, got)
+		return outline.Errorf("verify: wrote %s, the kernel holds %s", value, got)
 	}
 	return nil
 }
@@ -364,7 +364,7 @@ func readKnob(w Writer, k knob) (string, error) {
 	if k.napi != "" {
 		nw, ok := w.(NAPIWriter)
 		if !ok {
-			return "", errorf("%w (this writer has no netlink)", platform.ErrNAPIKnobsUnsupported)
+			return "", outline.Errorf("%w (this writer has no netlink)", platform.ErrNAPIKnobsUnsupported)
 		}
 		return nw.NAPIKnob(k.act.NAPIID, k.napi)
 	}
@@ -378,7 +378,7 @@ func writeKnob(w Writer, k knob, value string) error {
 	if k.napi != "" {
 		nw, ok := w.(NAPIWriter)
 		if !ok {
-			return errorf("%w (this writer has no netlink)", platform.ErrNAPIKnobsUnsupported)
+			return outline.Errorf("%w (this writer has no netlink)", platform.ErrNAPIKnobsUnsupported)
 		}
 		return nw.SetNAPIKnob(k.act.NAPIID, k.napi, value)
 	}

@@ -2,15 +2,14 @@ package steering
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/packet-steering/packet-steering/adaptive"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 )
@@ -269,7 +268,7 @@ type Engine struct {
 	stateFile string        // WithStateFile; "": live settings and last apply in memory only
 	lockWait  time.Duration // WithLockWait; 0: wait as long as the caller's ctx allows
 
-	mu        sync.Mutex     // guards the fields below
+	mu        outline.Mutex  // guards the fields below
 	live      *plan.Settings // set_mode without persist; nil: as configured
 	lastApply *ApplyRecord
 	totals    Totals           // since NewEngine
@@ -368,7 +367,7 @@ func (e *Engine) Root() string { return e.root }
 func (e *Engine) Snapshot(ctx context.Context) (*platform.Snapshot, error) {
 	snap, err := e.read(ctx, e.root)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", e.root, err)
+		return nil, outline.Errorf("read %s: %w", e.root, err)
 	}
 	return snap, nil
 }
@@ -379,7 +378,7 @@ func (e *Engine) Snapshot(ctx context.Context) (*platform.Snapshot, error) {
 func (e *Engine) inputs(ctx context.Context) (*platform.Snapshot, error) {
 	snap, err := e.readInputs(ctx, e.root)
 	if err != nil {
-		return nil, errorf("read %s: %w", e.root, err)
+		return nil, outline.Errorf("read %s: %w", e.root, err)
 	}
 	return snap, nil
 }
@@ -440,7 +439,7 @@ func (e *Engine) settle(snap *platform.Snapshot) (*platform.Snapshot, plan.Setti
 	// replaced by defaults (a *SettingsError) reach the user as a plan hint.
 	s, err := plan.ResolveSettings(snap)
 	if err != nil && !plan.IsSettingsError(err) {
-		return nil, plan.Settings{}, errorf("settings: %w", err)
+		return nil, plan.Settings{}, outline.Errorf("settings: %w", err)
 	}
 	return snap, s, nil
 }
@@ -494,7 +493,7 @@ func (e *Engine) plan(snap *platform.Snapshot, s plan.Settings) (*plan.Plan, err
 	flows := s.Flows
 	p, err := plan.NewPlan(snap, plan.PlanRequest{Mode: s.Mode, Flows: &flows})
 	if err != nil {
-		return nil, errorf("plan %s: %w", s.Mode, err)
+		return nil, outline.Errorf("plan %s: %w", s.Mode, err)
 	}
 	if s.Mode == plan.ModeAdaptive {
 		p = e.adaptive.Lay(snap, p)
@@ -522,7 +521,7 @@ func (e *Engine) plan(snap *platform.Snapshot, s plan.Settings) (*plan.Plan, err
 func unpinAutoOnlyThreads(snap *platform.Snapshot, p *plan.Plan, flows int) (*plan.Plan, error) {
 	auto, err := plan.NewPlan(snap, plan.PlanRequest{Mode: plan.ModeAuto, Flows: &flows})
 	if err != nil {
-		return nil, fmt.Errorf("plan auto (threads it pins): %w", err)
+		return nil, outline.Errorf("plan auto (threads it pins): %w", err)
 	}
 	planned := map[string]bool{}
 	for _, a := range p.Actions {
@@ -583,9 +582,9 @@ func (e *Engine) lock(ctx context.Context) (func(), error) {
 	// The lock directory is created when missing, but never the root: a
 	// mistyped --root must not become a new tree.
 	if fi, err := os.Stat(e.root); err != nil {
-		return nil, errorf("root: %w", err)
+		return nil, outline.Errorf("root: %w", err)
 	} else if !fi.IsDir() {
-		return nil, errorf("root %s: not a directory", e.root)
+		return nil, outline.Errorf("root %s: not a directory", e.root)
 	}
 	if e.lockWait > 0 {
 		var cancel context.CancelFunc
@@ -609,7 +608,7 @@ func (e *Engine) lock(ctx context.Context) (func(), error) {
 // ErrInvalid; with DryRun nothing is written (and no lock file is taken).
 func (e *Engine) Apply(ctx context.Context, req ApplyRequest) (*Result, error) {
 	if req.Device != "" && !plan.ValidDeviceName(req.Device) {
-		return nil, errorf("device %q: %w", req.Device, plan.ErrInvalid)
+		return nil, outline.Errorf("device %q: %w", req.Device, plan.ErrInvalid)
 	}
 	if req.Device != "" {
 		// Refuse an unknown device before taking the lock, so that a
@@ -617,7 +616,7 @@ func (e *Engine) Apply(ctx context.Context, req ApplyRequest) (*Result, error) {
 		// sys/class/net entry is enough here (the name is checked above);
 		// the snapshot read under the lock checks it again.
 		if _, err := os.Lstat(filepath.Join(e.root, "sys", "class", "net", req.Device)); err != nil {
-			return nil, errorf("no device %q: %w", req.Device, plan.ErrInvalid)
+			return nil, outline.Errorf("no device %q: %w", req.Device, plan.ErrInvalid)
 		}
 	}
 	if req.DryRun {
@@ -714,14 +713,14 @@ func (e *Engine) planApply(ctx context.Context, req ApplyRequest, snap *platform
 			s, err = e.readDecision(ctx, e.root)
 		}
 		if err != nil {
-			return nil, nil, nil, errorf("read %s: %w", e.root, err)
+			return nil, nil, nil, outline.Errorf("read %s: %w", e.root, err)
 		}
 		if snap, eff, err = e.settle(s); err != nil {
 			return nil, nil, nil, err
 		}
 	}
 	if req.Device != "" && snap.Device(req.Device) == nil {
-		return nil, nil, nil, errorf("no device %q: %w", req.Device, plan.ErrInvalid)
+		return nil, nil, nil, outline.Errorf("no device %q: %w", req.Device, plan.ErrInvalid)
 	}
 	p, err := e.plan(snap, eff)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 )
@@ -45,14 +46,14 @@ func RecordRefusedIRQs(root string, refused []Failure) error {
 		rec[f.Action.IRQ] = [2]string{f.Action.Name, f.Error}
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return errorf("refused IRQs record: %w", err)
+		return outline.Errorf("refused IRQs record: %w", err)
 	}
 	tmp := path + ".new"
 	if err := os.WriteFile(tmp, platform.FormatRefusedIRQs(rec), 0o644); err != nil {
-		return errorf("refused IRQs record: %w", err)
+		return outline.Errorf("refused IRQs record: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return errorf("refused IRQs record: %w", err)
+		return outline.Errorf("refused IRQs record: %w", err)
 	}
 	return nil
 }

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"io/fs"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
 	"github.com/packet-steering/packet-steering/internal/kfs"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/platform"
 	"golang.org/x/sys/unix"
 )
@@ -66,7 +66,7 @@ func (w *FSWriter) real() bool { return filepath.Clean(w.Root) == "/" }
 
 func (w *FSWriter) path(rel string) (string, error) {
 	if rel == "" || filepath.IsAbs(rel) || strings.Contains(rel, "..") {
-		return "", errorf("steering: refusing knob path %q", rel)
+		return "", outline.Errorf("steering: refusing knob path %q", rel)
 	}
 	return filepath.Join(w.Root, filepath.FromSlash(rel)), nil
 }
@@ -98,7 +98,7 @@ func (w *FSWriter) WriteKnob(rel, value string) error {
 	if err := kfs.WritePath(p, []byte(value+"\n"), !w.real()); err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) && pe.Op == "close" {
-			return errorf("close %s: %w", rel, err)
+			return outline.Errorf("close %s: %w", rel, err)
 		}
 		return err
 	}
@@ -109,26 +109,26 @@ func (w *FSWriter) WriteKnob(rel, value string) error {
 // PID is a kernel thread named comm.
 func (w *FSWriter) checkKernelThread(pid int, comm string) error {
 	if pid <= 0 {
-		return errorf("pid %d: %w", pid, ErrNotKernelThread)
+		return outline.Errorf("pid %d: %w", pid, ErrNotKernelThread)
 	}
-	rel := "proc/" + strconv.Itoa(pid) + "/stat"
+	rel := "proc/" + outline.Itoa(pid) + "/stat"
 	stat, err := w.ReadKnob(rel)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return errorf("pid %d: %w", pid, unix.ESRCH)
+			return outline.Errorf("pid %d: %w", pid, unix.ESRCH)
 		}
 		return err
 	}
 	st, err := platform.ParseTaskStat([]byte(stat))
 	if err != nil {
-		return errorf("%s: %w", rel, err)
+		return outline.Errorf("%s: %w", rel, err)
 	}
 	name := st.Comm
 	if !st.Kernel {
-		return errorf("pid %d (%s) is a user process: %w", pid, name, ErrNotKernelThread)
+		return outline.Errorf("pid %d (%s) is a user process: %w", pid, name, ErrNotKernelThread)
 	}
 	if name != comm {
-		return errorf("pid %d is now %q, not %q: %w", pid, name, comm, ErrNotKernelThread)
+		return outline.Errorf("pid %d is now %q, not %q: %w", pid, name, comm, ErrNotKernelThread)
 	}
 	return nil
 }
@@ -138,7 +138,7 @@ func (w *FSWriter) checkKernelThread(pid int, comm string) error {
 // are not supported (a fixture snapshot has no netlink map).
 func (w *FSWriter) NAPIKnob(id int, knob string) (string, error) {
 	if !w.real() {
-		return "", errorf("%w (below a fixture root)", platform.ErrNAPIKnobsUnsupported)
+		return "", outline.Errorf("%w (below a fixture root)", platform.ErrNAPIKnobsUnsupported)
 	}
 	return platform.NAPIKnob(context.Background(), id, knob, "", false)
 }
@@ -146,7 +146,7 @@ func (w *FSWriter) NAPIKnob(id int, knob string) (string, error) {
 // SetNAPIKnob implements NAPIWriter (see NAPIKnob).
 func (w *FSWriter) SetNAPIKnob(id int, knob, value string) error {
 	if !w.real() {
-		return errorf("%w (below a fixture root)", platform.ErrNAPIKnobsUnsupported)
+		return outline.Errorf("%w (below a fixture root)", platform.ErrNAPIKnobsUnsupported)
 	}
 	_, err := platform.NAPIKnob(context.Background(), id, knob, value, true)
 	return err
@@ -160,11 +160,11 @@ func (w *FSWriter) ThreadAffinity(pid int, comm string) (string, error) {
 	if w.real() {
 		var set unix.CPUSet
 		if err := unix.SchedGetaffinity(pid, &set); err != nil {
-			return "", errorf("sched_getaffinity %d: %w", pid, err)
+			return "", outline.Errorf("sched_getaffinity %d: %w", pid, err)
 		}
 		return cpuSetList(&set), nil
 	}
-	rel := "proc/" + strconv.Itoa(pid) + "/status"
+	rel := "proc/" + outline.Itoa(pid) + "/status"
 	status, err := w.ReadKnob(rel)
 	if err != nil {
 		return "", err
@@ -174,14 +174,14 @@ func (w *FSWriter) ThreadAffinity(pid int, comm string) (string, error) {
 			return strings.TrimSpace(v), nil
 		}
 	}
-	return "", errorf("%s: no Cpus_allowed_list line", rel)
+	return "", outline.Errorf("%s: no Cpus_allowed_list line", rel)
 }
 
 // SetThreadAffinity implements Writer.
 func (w *FSWriter) SetThreadAffinity(pid int, comm, cpus string) error {
 	set, err := cpuset.ParseList(cpus)
 	if err != nil {
-		return errorf("cpu list %q: %w", cpus, err)
+		return outline.Errorf("cpu list %q: %w", cpus, err)
 	}
 	if err := w.checkKernelThread(pid, comm); err != nil {
 		return err
@@ -190,12 +190,12 @@ func (w *FSWriter) SetThreadAffinity(pid int, comm, cpus string) error {
 		var us unix.CPUSet
 		for _, c := range set.CPUs() {
 			if c >= len(us)*64 {
-				return errorf("cpu %d beyond the sched_setaffinity set: %w", c, unix.EINVAL)
+				return outline.Errorf("cpu %d beyond the sched_setaffinity set: %w", c, unix.EINVAL)
 			}
 			us.Set(c)
 		}
 		if err := unix.SchedSetaffinity(pid, &us); err != nil {
-			return errorf("sched_setaffinity %d: %w", pid, err)
+			return outline.Errorf("sched_setaffinity %d: %w", pid, err)
 		}
 		return nil
 	}
@@ -205,7 +205,7 @@ func (w *FSWriter) SetThreadAffinity(pid int, comm, cpus string) error {
 // rewriteStatus is the fixture form of sched_setaffinity: the two lines of
 // proc/PID/status that show the affinity are replaced, the rest is kept.
 func (w *FSWriter) rewriteStatus(pid int, set cpuset.Set) error {
-	rel := "proc/" + strconv.Itoa(pid) + "/status"
+	rel := "proc/" + outline.Itoa(pid) + "/status"
 	p, err := w.path(rel)
 	if err != nil {
 		return err
@@ -227,7 +227,7 @@ func (w *FSWriter) rewriteStatus(pid int, set cpuset.Set) error {
 		}
 	}
 	if !found {
-		return errorf("%s: no Cpus_allowed_list line", rel)
+		return outline.Errorf("%s: no Cpus_allowed_list line", rel)
 	}
 	return w.WriteKnob(rel, strings.TrimRight(strings.Join(lines, "\n"), "\n"))
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // Lock files below the lock directory (<root>/var/lock by default).
@@ -46,7 +48,7 @@ type fileLock struct {
 // cancel the wait; on cancellation or error nothing stays locked.
 func acquireFileLock(ctx context.Context, dir string, names ...string) (*fileLock, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, errorf("lock dir: %w", err)
+		return nil, outline.Errorf("lock dir: %w", err)
 	}
 	l := &fileLock{}
 	for _, n := range names {
@@ -54,15 +56,15 @@ func acquireFileLock(ctx context.Context, dir string, names ...string) (*fileLoc
 		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o644)
 		if err != nil {
 			l.release()
-			return nil, errorf("open lock: %w", err)
+			return nil, outline.Errorf("open lock: %w", err)
 		}
 		if err := flockWait(ctx, f); err != nil {
 			f.Close()
 			l.release()
 			if ctx.Err() != nil {
-				return nil, errorf("lock %s: another apply or tune holds it: %w", p, err)
+				return nil, outline.Errorf("lock %s: another apply or tune holds it: %w", p, err)
 			}
-			return nil, errorf("lock %s: %w", p, err)
+			return nil, outline.Errorf("lock %s: %w", p, err)
 		}
 		l.files = append(l.files, f)
 	}

@@ -5,9 +5,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/internal/uci"
 	"github.com/packet-steering/packet-steering/plan"
 )
@@ -55,14 +55,14 @@ func globalsSection(p *uci.Package) (string, error) {
 // which file and why.
 func persistSettings(configDir string, m plan.Mode, flows int) error {
 	if err := os.MkdirAll(configDir, 0o755); err != nil {
-		return errorf("config dir: %w", err)
+		return outline.Errorf("config dir: %w", err)
 	}
 	// Both files are checked before either is written: a file that cannot
 	// be read or parsed (beyond uci.MaxFileSize or uci.MaxSections, a
 	// directory, a syntax error) fails the save with nothing written.
 	for _, name := range []string{configSteering, configNetwork} {
 		if _, err := uci.Load(configDir, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return errorf("save %s/%s: existing file is not overwritten: %w", configDir, name, err)
+			return outline.Errorf("save %s/%s: existing file is not overwritten: %w", configDir, name, err)
 		}
 	}
 	var old struct{ mode, flows string }
@@ -79,13 +79,13 @@ func persistSettings(configDir string, m plan.Mode, flows int) error {
 		if err := p.Set(ref, "mode", string(m)); err != nil {
 			return err
 		}
-		return p.Set(ref, "flows", strconv.Itoa(flows))
+		return p.Set(ref, "flows", outline.Itoa(flows))
 	})
 	if err != nil {
 		if !existed {
 			removeIfEmpty(steeringPath)
 		}
-		return errorf("save %s/%s: %w", configDir, configSteering, err)
+		return outline.Errorf("save %s/%s: %w", configDir, configSteering, err)
 	}
 	networkPath := filepath.Join(configDir, configNetwork)
 	_, statErr = os.Stat(networkPath)
@@ -104,7 +104,7 @@ func persistSettings(configDir string, m plan.Mode, flows int) error {
 		if err := p.Set(ref, "packet_steering", networkSteeringValue(m)); err != nil {
 			return err
 		}
-		return p.Set(ref, "steering_flows", strconv.Itoa(flows))
+		return p.Set(ref, "steering_flows", outline.Itoa(flows))
 	})
 	if err == nil {
 		return nil
@@ -112,7 +112,7 @@ func persistSettings(configDir string, m plan.Mode, flows int) error {
 	if !networkExisted {
 		removeIfEmpty(networkPath)
 	}
-	err = errorf("save %s/%s: %w", configDir, configNetwork, err)
+	err = outline.Errorf("save %s/%s: %w", configDir, configNetwork, err)
 	undo := uci.Update(configDir, configSteering, func(p *uci.Package) error {
 		ref, err := globalsSection(p)
 		if err != nil {
@@ -125,7 +125,7 @@ func persistSettings(configDir string, m plan.Mode, flows int) error {
 		return p.Set(ref, "flows", old.flows)
 	})
 	if undo != nil {
-		return errors.Join(err, errorf("restore %s: %w", configSteering, undo))
+		return errors.Join(err, outline.Errorf("restore %s: %w", configSteering, undo))
 	}
 	return err
 }
@@ -149,7 +149,7 @@ const NetworkSeenFile = "var/run/packet-steering/network-globals"
 // the next network reload takes the page's values, which are these.
 func noteNetworkWritten(root string, m plan.Mode, flows int) {
 	path := filepath.Join(root, NetworkSeenFile)
-	b := []byte(networkSteeringValue(m) + "/" + strconv.Itoa(flows) + "\n")
+	b := []byte(networkSteeringValue(m) + "/" + outline.Itoa(flows) + "\n")
 	err := os.MkdirAll(filepath.Dir(path), 0o755)
 	if err == nil {
 		tmp := path + ".new"
@@ -178,14 +178,14 @@ type DeviceRPS struct {
 func PersistDeviceRPS(configDir string, rps []DeviceRPS) error {
 	for _, r := range rps {
 		if !plan.ValidDeviceName(r.Device) {
-			return errorf("%w: device name %q", plan.ErrInvalid, r.Device)
+			return outline.Errorf("%w: device name %q", plan.ErrInvalid, r.Device)
 		}
 		if _, err := cpuset.ParseMask(r.Mask); err != nil {
-			return errorf("%w: device %s: %v", plan.ErrInvalid, r.Device, err)
+			return outline.Errorf("%w: device %s: %v", plan.ErrInvalid, r.Device, err)
 		}
 	}
 	if err := os.MkdirAll(configDir, 0o755); err != nil {
-		return errorf("config dir: %w", err)
+		return outline.Errorf("config dir: %w", err)
 	}
 	err := uci.Update(configDir, configSteering, func(p *uci.Package) error {
 		for _, r := range rps {
@@ -216,7 +216,7 @@ func PersistDeviceRPS(configDir string, rps []DeviceRPS) error {
 		return nil
 	})
 	if err != nil {
-		return errorf("save %s/%s device sections: %w", configDir, configSteering, err)
+		return outline.Errorf("save %s/%s device sections: %w", configDir, configSteering, err)
 	}
 	return nil
 }

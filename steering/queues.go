@@ -6,6 +6,7 @@ import (
 
 	"github.com/packet-steering/packet-steering/adaptive"
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 )
@@ -15,14 +16,14 @@ import (
 // device is ErrInvalid.
 func (e *Engine) Queues(ctx context.Context, device string) ([]DeviceQueues, error) {
 	if device != "" && !plan.ValidDeviceName(device) {
-		return nil, errorf("device %q: %w", device, plan.ErrInvalid)
+		return nil, outline.Errorf("device %q: %w", device, plan.ErrInvalid)
 	}
 	v, err := e.viewState(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if device != "" && v.snap.Device(device) == nil {
-		return nil, errorf("no device %q: %w", device, plan.ErrInvalid)
+		return nil, outline.Errorf("no device %q: %w", device, plan.ErrInvalid)
 	}
 	return e.queuesOf(v, device), nil
 }
@@ -125,13 +126,13 @@ func knobID(a plan.Action) string {
 	kind := string(a.Kind)
 	switch a.Kind {
 	case plan.KindNAPIAffinity:
-		return kind + " " + strconv.Itoa(a.PID)
+		return kind + " " + outline.Itoa(a.PID)
 	case plan.KindIRQAffinity:
-		return kind + " " + strconv.Itoa(a.IRQ)
+		return kind + " " + outline.Itoa(a.IRQ)
 	case plan.KindSysctl:
 		return kind + " " + a.Key
 	case plan.KindNAPIDeferHardIRQs, plan.KindNAPIGROFlushTimeout, plan.KindNAPIThreaded:
-		return kind + " " + strconv.Itoa(a.NAPIID)
+		return kind + " " + outline.Itoa(a.NAPIID)
 	}
 	return kind + " " + a.Device + " " + a.Queue
 }

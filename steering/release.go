@@ -2,11 +2,11 @@ package steering
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 )
@@ -92,7 +92,7 @@ func (e *Engine) Release(ctx context.Context, dryRun bool) (*Result, error) {
 	if k := string(plan.KindSysctl) + " " + plan.SysctlRPSSockFlowEntries; !seen[k] && snap.RPSSockFlowEntries > 0 {
 		actions = append(actions, plan.Action{
 			Kind: plan.KindSysctl, Key: plan.SysctlRPSSockFlowEntries, Value: "0",
-			Current: strconv.Itoa(snap.RPSSockFlowEntries),
+			Current: outline.Itoa(snap.RPSSockFlowEntries),
 		})
 	}
 	res := ApplyPlan(ctx, e.writer, snap, actions, dryRun)

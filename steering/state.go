@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/plan"
 )
 
@@ -75,11 +76,11 @@ func (e *Engine) saveStateLocked() error {
 	}
 	f := make([]string, 7)
 	if e.live != nil {
-		f[0], f[1] = string(e.live.Mode), strconv.Itoa(e.live.Flows)
+		f[0], f[1] = string(e.live.Mode), outline.Itoa(e.live.Flows)
 	}
 	if r := e.lastApply; r != nil {
 		f[2] = strconv.FormatInt(r.Time.UnixNano(), 10)
-		f[3], f[4] = strconv.Itoa(r.Changed), strconv.Itoa(r.Failed)
+		f[3], f[4] = outline.Itoa(r.Changed), outline.Itoa(r.Failed)
 		f[5], f[6] = strconv.FormatInt(r.DurationUS, 10), r.Reason
 	}
 	if err := os.MkdirAll(filepath.Dir(e.stateFile), 0o755); err != nil {

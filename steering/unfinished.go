@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // ApplyMarkerFile is the file, in <root>/var/run (tmpfs on OpenWrt), that
@@ -71,12 +73,12 @@ func (e *Engine) endApply(wrote, found bool) {
 
 func writeMarker(path, reason string, pid int, now time.Time) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return errorf("apply marker: %w", err)
+		return outline.Errorf("apply marker: %w", err)
 	}
-	body := "pid=" + strconv.Itoa(pid) + "\nstarted_ns=" + strconv.FormatInt(now.UnixNano(), 10) +
+	body := "pid=" + outline.Itoa(pid) + "\nstarted_ns=" + strconv.FormatInt(now.UnixNano(), 10) +
 		"\nreason=" + strconv.Quote(reason) + "\n"
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-		return errorf("apply marker: %w", err)
+		return outline.Errorf("apply marker: %w", err)
 	}
 	return nil
 }
@@ -90,7 +92,7 @@ func readMarker(path string) (*UnfinishedApply, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, errorf("apply marker: %w", err)
+		return nil, outline.Errorf("apply marker: %w", err)
 	}
 	u := &UnfinishedApply{}
 	for _, line := range bytes.Split(b, []byte("\n")) {

@@ -3,6 +3,8 @@ package tune
 import (
 	"strconv"
 	"strings"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // addr is an IP address as tune takes a target: IPv4, or IPv6 (an
@@ -168,7 +170,7 @@ func (a addr) isBroadcast() bool {
 // as "::").
 func (a addr) String() string {
 	if a.v4 {
-		return strconv.Itoa(int(a.b[0])) + "." + strconv.Itoa(int(a.b[1])) + "." + strconv.Itoa(int(a.b[2])) + "." + strconv.Itoa(int(a.b[3]))
+		return outline.Itoa(int(a.b[0])) + "." + outline.Itoa(int(a.b[1])) + "." + outline.Itoa(int(a.b[2])) + "." + outline.Itoa(int(a.b[3]))
 	}
 	var g [8]uint16
 	for i := range g {

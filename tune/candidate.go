@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/plan"
 )
 
@@ -76,7 +77,7 @@ func parseCandidates(s string) ([]candidate, error) {
 		return r == ';' || r == ' ' || r == '\t' || r == '\n'
 	})
 	if len(fields) == 0 {
-		return nil, errorf("candidate list %q is empty", s)
+		return nil, outline.Errorf("candidate list %q is empty", s)
 	}
 	seen := map[string]bool{}
 	var out []candidate
@@ -85,7 +86,7 @@ func parseCandidates(s string) ([]candidate, error) {
 		if !strings.Contains(f, ":") {
 			m, err := plan.ParseMode(f)
 			if err != nil || m == plan.ModeCustom {
-				return nil, errorf("candidate %q: not a mode (off, legacy, all, auto, adaptive) nor DEV:MASK", f)
+				return nil, outline.Errorf("candidate %q: not a mode (off, legacy, all, auto, adaptive) nor DEV:MASK", f)
 			}
 			c = modeCandidate(m)
 		} else {
@@ -95,28 +96,28 @@ func parseCandidates(s string) ([]candidate, error) {
 			for _, p := range strings.Split(f, "/") {
 				dev, mask, ok := strings.Cut(p, ":")
 				if !ok || dev == "" || mask == "" {
-					return nil, errorf("candidate %q: %q is not DEV:MASK", f, p)
+					return nil, outline.Errorf("candidate %q: %q is not DEV:MASK", f, p)
 				}
 				if len(dev) > 15 {
-					return nil, errorf("candidate %q: device name %q is longer than 15 bytes", f, dev)
+					return nil, outline.Errorf("candidate %q: device name %q is longer than 15 bytes", f, dev)
 				}
 				if v, ok := strings.CutPrefix(mask, "napi="); ok {
 					n, err := parseNAPIPart(dev, v)
 					if err != nil {
-						return nil, errorf("candidate %q: %w", f, err)
+						return nil, outline.Errorf("candidate %q: %w", f, err)
 					}
 					if devs["napi "+dev] {
-						return nil, errorf("candidate %q: device %s given napi= twice", f, dev)
+						return nil, outline.Errorf("candidate %q: device %s given napi= twice", f, dev)
 					}
 					devs["napi "+dev] = true
 					napi = append(napi, n)
 					continue
 				}
 				if _, err := cpuset.ParseMask(mask); err != nil {
-					return nil, errorf("candidate %q: device %s: %w", f, dev, err)
+					return nil, outline.Errorf("candidate %q: device %s: %w", f, dev, err)
 				}
 				if devs[dev] {
-					return nil, errorf("candidate %q: device %s given twice", f, dev)
+					return nil, outline.Errorf("candidate %q: device %s given twice", f, dev)
 				}
 				devs[dev] = true
 				rps = append(rps, deviceMask{Device: dev, Mask: mask})
@@ -124,7 +125,7 @@ func parseCandidates(s string) ([]candidate, error) {
 			c = customCandidateWith(rps, napi)
 		}
 		if seen[c.Name] {
-			return nil, errorf("candidate %q given twice", c.Name)
+			return nil, outline.Errorf("candidate %q given twice", c.Name)
 		}
 		seen[c.Name] = true
 		out = append(out, c)

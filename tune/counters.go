@@ -2,11 +2,11 @@ package tune
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -51,10 +51,10 @@ func ReadCounters(root string) ([]CPUCounters, error) {
 	read := func(rel string, parse func([]byte) error) error {
 		b, err := os.ReadFile(filepath.Join(root, rel))
 		if err != nil {
-			return fmt.Errorf("read counters: %w", err)
+			return outline.Errorf("read counters: %w", err)
 		}
 		if err := parse(b); err != nil {
-			return fmt.Errorf("parse %s: %w", rel, err)
+			return outline.Errorf("parse %s: %w", rel, err)
 		}
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 )
 
@@ -86,7 +87,7 @@ type iperf struct {
 func (p *iperf) Args(run int) []string {
 	a := []string{"-c", p.Host, "-J", "--connect-timeout", "5000"}
 	if p.Port != 0 {
-		a = append(a, "-p", strconv.Itoa(p.Port))
+		a = append(a, "-p", outline.Itoa(p.Port))
 	}
 	if p.UDP {
 		a = append(a, "-u")
@@ -95,7 +96,7 @@ func (p *iperf) Args(run int) []string {
 		a = append(a, "-b", p.Bitrate)
 	}
 	if p.Length > 0 {
-		a = append(a, "-l", strconv.Itoa(p.Length))
+		a = append(a, "-l", outline.Itoa(p.Length))
 	}
 	if p.Bidir {
 		a = append(a, "--bidir")
@@ -104,13 +105,13 @@ func (p *iperf) Args(run int) []string {
 		a = append(a, "-R")
 	}
 	if p.Seconds > 0 {
-		a = append(a, "-t", strconv.Itoa(p.Seconds))
+		a = append(a, "-t", outline.Itoa(p.Seconds))
 	}
 	if p.Parallel > 1 {
-		a = append(a, "-P", strconv.Itoa(p.Parallel))
+		a = append(a, "-P", outline.Itoa(p.Parallel))
 	}
 	if p.ClientPort > 0 {
-		a = append(a, "--cport", strconv.Itoa(p.ClientPort+13*run))
+		a = append(a, "--cport", outline.Itoa(p.ClientPort+13*run))
 	}
 	return a
 }
@@ -148,7 +149,7 @@ func (p *iperf) Run(ctx context.Context, run int) (measurement, error) {
 			return m, err
 		}
 		if serr := sleepCtx(ctx, busyWait); serr != nil {
-			return m, errorf("%w (waiting for a busy server: %w)", err, serr)
+			return m, outline.Errorf("%w (waiting for a busy server: %w)", err, serr)
 		}
 	}
 }
@@ -164,7 +165,7 @@ func (p *iperf) runOnce(ctx context.Context, run int) (measurement, error) {
 	if !strings.Contains(bin, "/") {
 		path, err := lookPath(bin)
 		if err != nil {
-			return measurement{}, errorf("iperf3: %w", err)
+			return measurement{}, outline.Errorf("iperf3: %w", err)
 		}
 		bin = path
 	}
@@ -172,17 +173,17 @@ func (p *iperf) runOnce(ctx context.Context, run int) (measurement, error) {
 		stdout: &stdout, stderr: &stderr}
 	runErr := proc.run(ctx)
 	if ctx.Err() != nil {
-		return measurement{}, errorf("iperf3: %w", ctx.Err())
+		return measurement{}, outline.Errorf("iperf3: %w", ctx.Err())
 	}
 	m, host, err := parseIperf(stdout.Bytes())
 	if err != nil {
 		if runErr != nil {
-			return measurement{}, errorf("iperf3 %v: %w (stderr: %s)", runErr, err, firstLine(stderr.String()))
+			return measurement{}, outline.Errorf("iperf3 %v: %w (stderr: %s)", runErr, err, firstLine(stderr.String()))
 		}
 		return measurement{}, err
 	}
 	if host != "" && host != p.Host {
-		return measurement{}, errorf("iperf3 connected to %s, not the target %s", host, p.Host)
+		return measurement{}, outline.Errorf("iperf3 connected to %s, not the target %s", host, p.Host)
 	}
 	return m, nil
 }
@@ -229,11 +230,11 @@ func parseIperf(b []byte) (measurement, string, error) {
 		err = ubus.AttrsToValue(attrs, &j)
 	}
 	if err != nil {
-		return measurement{}, "", errorf("iperf3 JSON: %w", err)
+		return measurement{}, "", outline.Errorf("iperf3 JSON: %w", err)
 	}
 	end, _ := ubus.Find(attrs, "end")
 	if j.Error != "" {
-		return measurement{}, j.Start.ConnectingTo.Host, errorf("iperf3: %s", j.Error)
+		return measurement{}, j.Start.ConnectingTo.Host, outline.Errorf("iperf3: %s", j.Error)
 	}
 	udp := strings.EqualFold(j.Start.TestStart.Protocol, "UDP")
 	sum := func(key string) (iperfSum, bool) {
@@ -324,17 +325,17 @@ func (c *loadCommand) Run(ctx context.Context, run int) (measurement, error) {
 	// The command runs in its own process group, so that cancelling ends
 	// whatever it started too.
 	proc := &process{argv: []string{sh, "-c", c.Line},
-		env:   append(os.Environ(), "PS_TUNE_TARGET="+c.Target, "PS_TUNE_RUN="+strconv.Itoa(run)),
+		env:   append(os.Environ(), "PS_TUNE_TARGET="+c.Target, "PS_TUNE_RUN="+outline.Itoa(run)),
 		group: true, cancel: syscall.SIGKILL, waitDelay: 3 * time.Second, stdout: &stdout, stderr: &stderr}
 	if err := proc.run(ctx); err != nil {
 		if ctx.Err() != nil {
-			return measurement{}, errorf("load command: %w", ctx.Err())
+			return measurement{}, outline.Errorf("load command: %w", ctx.Err())
 		}
-		return measurement{}, errorf("load command: %w (stderr: %s)", err, firstLine(stderr.String()))
+		return measurement{}, outline.Errorf("load command: %w (stderr: %s)", err, firstLine(stderr.String()))
 	}
 	m, err := parseLoadOutput(stdout.Bytes())
 	if err != nil {
-		return measurement{}, errorf("load command output: %w", err)
+		return measurement{}, outline.Errorf("load command output: %w", err)
 	}
 	return m, nil
 }
@@ -345,7 +346,7 @@ func parseLoadOutput(b []byte) (measurement, error) {
 	if len(trimmed) > 0 && trimmed[0] == '{' {
 		obj, err := ubus.AttrsFromJSON(trimmed)
 		if err != nil {
-			return measurement{}, errorf("JSON: %w", err)
+			return measurement{}, outline.Errorf("JSON: %w", err)
 		}
 		if _, ok := ubus.Find(obj, "end"); ok {
 			m, _, err := parseIperf(trimmed)
@@ -358,7 +359,7 @@ func parseLoadOutput(b []byte) (measurement, error) {
 			}
 			v, ok := a.Number()
 			if !ok {
-				return measurement{}, errorf("JSON field %q: not a number", k)
+				return measurement{}, outline.Errorf("JSON field %q: not a number", k)
 			}
 			unit := ""
 			if k == "bps" {
@@ -375,7 +376,7 @@ func parseLoadOutput(b []byte) (measurement, error) {
 	}
 	v, err := strconv.ParseFloat(last[0], 64)
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-		return measurement{}, errorf("last line %q does not start with a number", lines[len(lines)-1])
+		return measurement{}, outline.Errorf("last line %q does not start with a number", lines[len(lines)-1])
 	}
 	return measurement{Throughput: v}, nil
 }

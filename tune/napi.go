@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 )
@@ -63,7 +64,7 @@ func parseNAPIPart(dev, v string) (deviceNAPI, error) {
 		ts, err = plan.ParseNAPIKnob(plan.KindNAPIGROFlushTimeout, ts)
 	}
 	if !ok || err != nil {
-		return deviceNAPI{}, errorf("device %s: napi=%s: want napi=DEFER_HARD_IRQS,GRO_FLUSH_TIMEOUT_NS (%s: %v)", dev, v, what, err)
+		return deviceNAPI{}, outline.Errorf("device %s: napi=%s: want napi=DEFER_HARD_IRQS,GRO_FLUSH_TIMEOUT_NS (%s: %v)", dev, v, what, err)
 	}
 	return deviceNAPI{dev, d, ts}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
@@ -22,7 +23,7 @@ var ErrUsage = errors.New("usage")
 
 //go:noinline
 func usagef(format string, a ...any) error {
-	return errorf("%w: %s", ErrUsage, fmt.Sprintf(format, a...))
+	return outline.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, a...))
 }
 
 // Options are one sweep: the command line of `packet-steering tune`, whose
@@ -142,7 +143,7 @@ func resolveTarget(root, host string) (addr, error) {
 		ip, ok, err = lookupHosts(filepath.Join(root, "etc", "hosts"), host)
 		switch {
 		case err != nil:
-			return addr{}, errorf("%w: --target %s is not an address, and etc/hosts could not be read: %v", ErrUsage, host, err)
+			return addr{}, outline.Errorf("%w: --target %s is not an address, and etc/hosts could not be read: %v", ErrUsage, host, err)
 		case !ok:
 			return addr{}, usagef("--target %s is neither an IP address nor a name in /etc/hosts; give the address", host)
 		}
@@ -206,7 +207,7 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 	} else {
 		bin, err := lookPath(o.Iperf3)
 		if err != nil {
-			return errorf("iperf3 is needed for the built-in load (or give --load): %w", err)
+			return outline.Errorf("iperf3 is needed for the built-in load (or give --load): %w", err)
 		}
 		if o.UDP && o.Bitrate == "" {
 			fmt.Fprintln(stderr, "tune: note: without -b, iperf3 sends UDP at 1 Mbit/s, which no steering limits; give the rate to test, e.g. -b 900M")
@@ -233,7 +234,7 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 		// directory: the sweep holds the real ones throughout.
 		lockDir, err := os.MkdirTemp("", "packet-steering-tune-")
 		if err != nil {
-			return errorf("adaptive candidate: %w", err)
+			return outline.Errorf("adaptive candidate: %w", err)
 		}
 		defer os.RemoveAll(lockDir)
 		st.Adaptive = steering.NewEngine(o.Root, steering.WithLockDir(lockDir))
@@ -266,7 +267,7 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 	}
 	// The limit holds while running too: a sweep that overruns it is
 	// stopped (and restored) rather than left to run on.
-	errLimit := errorf("--max-duration %s reached", o.MaxDuration)
+	errLimit := outline.Errorf("--max-duration %s reached", o.MaxDuration)
 	sctx, cancel := context.WithTimeoutCause(ctx, o.MaxDuration, errLimit)
 	rep, err := sw.Run(sctx)
 	cancel()
@@ -275,7 +276,7 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "tune: %s: the adaptive loop made %d moves during its runs\n", name, n)
 	}
 	if err != nil && errors.Is(context.Cause(sctx), errLimit) && ctx.Err() == nil {
-		err = errorf("%w: %w", errLimit, err)
+		err = outline.Errorf("%w: %w", errLimit, err)
 	}
 	if rep != nil {
 		if werr := o.write(stdout, rep); werr != nil {
@@ -295,7 +296,7 @@ func (o *Options) write(w io.Writer, rep *report) error {
 	if o.JSON {
 		b, err := ubus.MarshalJSON(rep, "  ")
 		if err != nil {
-			return errorf("write JSON: %w", err)
+			return outline.Errorf("write JSON: %w", err)
 		}
 		_, err = w.Write(append(b, '\n'))
 		return err
@@ -317,7 +318,7 @@ func (o *Options) candidates(ctx context.Context, eng *steering.Engine, stderr i
 	}
 	snap, err := eng.Snapshot(ctx)
 	if err != nil {
-		return nil, errorf("read the machine: %w", err)
+		return nil, outline.Errorf("read the machine: %w", err)
 	}
 	var plans []*plan.Plan
 	for _, m := range sweepModes() {
@@ -357,7 +358,7 @@ func (o *Options) save(ctx context.Context, eng *steering.Engine, rep *report, s
 		return errors.New("--save: not saving: the restore was not verified")
 	}
 	if !rep.Recommendation.Clear {
-		return errorf("--save: not saving: %s is tied with %s within the run-to-run spread; measure again with more --runs, or name the candidates to compare",
+		return outline.Errorf("--save: not saving: %s is tied with %s within the run-to-run spread; measure again with more --runs, or name the candidates to compare",
 			rep.Recommendation.Best, strings.Join(rep.Recommendation.Tied, ", "))
 	}
 	var c *candidate
@@ -367,11 +368,11 @@ func (o *Options) save(ctx context.Context, eng *steering.Engine, rep *report, s
 		}
 	}
 	if c == nil {
-		return errorf("--save: candidate %s not in the report", name)
+		return outline.Errorf("--save: candidate %s not in the report", name)
 	}
 	res, err := saveCandidate(ctx, eng, configDir, *c)
 	if err != nil {
-		return errorf("--save: %w", err)
+		return outline.Errorf("--save: %w", err)
 	}
 	fmt.Fprintf(stderr, "tune: saved %s (mode %s) in %s and applied it: %d changed, %d failed\n",
 		c.Name, c.Mode, filepath.Join(configDir, "packet_steering"), len(res.Changed), len(res.Failed))
@@ -387,7 +388,7 @@ func (o *Options) save(ctx context.Context, eng *steering.Engine, rep *report, s
 // network.globals.packet_steering truthful.
 func saveCandidate(ctx context.Context, eng *steering.Engine, configDir string, c candidate) (*steering.Result, error) {
 	if len(c.NAPI) > 0 {
-		return nil, errorf("per-NAPI candidates are not saved: set options defer_hard_irqs '%s' and gro_flush_timeout '%s' in the `config device` section of %s",
+		return nil, outline.Errorf("per-NAPI candidates are not saved: set options defer_hard_irqs '%s' and gro_flush_timeout '%s' in the `config device` section of %s",
 			c.NAPI[0].DeferHardIRQs, c.NAPI[0].GROFlushTimeoutNS, c.NAPI[0].Device)
 	}
 	if c.Mode == plan.ModeCustom {
@@ -401,7 +402,7 @@ func saveCandidate(ctx context.Context, eng *steering.Engine, configDir string, 
 	}
 	res, err := eng.SetMode(ctx, steering.SetModeRequest{Mode: c.Mode, Persist: true, Reason: "tune --save " + c.Name})
 	if err != nil {
-		return nil, errorf("set mode %s: %w", c.Mode, err)
+		return nil, outline.Errorf("set mode %s: %w", c.Mode, err)
 	}
 	return res, nil
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // Running the load programs (iperf3, the --load command) with
@@ -134,7 +136,7 @@ func (p *process) signal(proc *os.Process, sig syscall.Signal) {
 func lookPath(name string) (string, error) {
 	if strings.Contains(name, "/") {
 		if err := executable(name); err != nil {
-			return "", errorf("%s: %w", name, err)
+			return "", outline.Errorf("%s: %w", name, err)
 		}
 		return name, nil
 	}
@@ -147,7 +149,7 @@ func lookPath(name string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", errorf("%s: executable file not found in $PATH", name)
+	return "", outline.Errorf("%s: executable file not found in $PATH", name)
 }
 
 func executable(path string) error {

@@ -2,12 +2,12 @@ package tune
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 )
@@ -34,7 +34,7 @@ type QueueCounters struct {
 func ReadQueueCounters(ctx context.Context, r *platform.Reader, root string) ([]QueueCounters, error) {
 	s, err := r.Read(ctx, root)
 	if err != nil {
-		return nil, fmt.Errorf("read queue counters: %w", err)
+		return nil, outline.Errorf("read queue counters: %w", err)
 	}
 	return queueCounters(s), nil
 }

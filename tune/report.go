@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/internal/table"
 	"github.com/packet-steering/packet-steering/plan"
 )
@@ -415,7 +416,7 @@ func (r *report) WriteTable(w io.Writer) error {
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}
 	if err := tw.Flush(); err != nil {
-		return errorf("write table: %w", err)
+		return outline.Errorf("write table: %w", err)
 	}
 	fmt.Fprintf(w, "\nload: %s; %d runs per candidate, settle %s\n", r.Load, r.Runs, r.Settle)
 	fmt.Fprintf(w, "recommendation: %s\n", r.Recommendation.Text)

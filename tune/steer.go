@@ -8,6 +8,7 @@ import (
 
 	"github.com/packet-steering/packet-steering/adaptive"
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 	"github.com/packet-steering/packet-steering/steering"
@@ -57,7 +58,7 @@ func planCandidate(s *platform.Snapshot, c candidate) (*plan.Plan, error) {
 	if c.Mode != plan.ModeCustom {
 		p, err := plan.NewPlan(s, plan.PlanRequest{Mode: c.Mode})
 		if err != nil {
-			return nil, errorf("plan %s: %w", c.Name, err)
+			return nil, outline.Errorf("plan %s: %w", c.Name, err)
 		}
 		return p, nil
 	}
@@ -91,10 +92,10 @@ func planCandidate(s *platform.Snapshot, c candidate) (*plan.Plan, error) {
 			}
 		}
 		if !found {
-			return nil, errorf("candidate %s: no device %q here: %w", c.Name, r.Device, plan.ErrInvalid)
+			return nil, outline.Errorf("candidate %s: no device %q here: %w", c.Name, r.Device, plan.ErrInvalid)
 		}
 		if _, err := cpuset.ParseMask(r.Mask); err != nil {
-			return nil, errorf("candidate %s: %w", c.Name, err)
+			return nil, outline.Errorf("candidate %s: %w", c.Name, err)
 		}
 		set := false
 		for i := range sc.Devices {
@@ -110,16 +111,16 @@ func planCandidate(s *platform.Snapshot, c candidate) (*plan.Plan, error) {
 	cp.Config.Steering = &sc
 	p, err := plan.NewPlan(&cp, plan.PlanRequest{Mode: plan.ModeCustom})
 	if err != nil {
-		return nil, errorf("plan %s: %w", c.Name, err)
+		return nil, outline.Errorf("plan %s: %w", c.Name, err)
 	}
 	for _, r := range c.RPS {
 		if !planSetsRPS(p, r.Device) {
-			return nil, errorf("candidate %s: the plan sets no RPS mask on %s (no rx queues?): %w", c.Name, r.Device, plan.ErrInvalid)
+			return nil, outline.Errorf("candidate %s: the plan sets no RPS mask on %s (no rx queues?): %w", c.Name, r.Device, plan.ErrInvalid)
 		}
 	}
 	for _, n := range c.NAPI {
 		if ok, why := planSetsNAPI(p, n.Device); !ok {
-			return nil, errorf("candidate %s: %s: %w", c.Name, why, plan.ErrInvalid)
+			return nil, outline.Errorf("candidate %s: %s: %w", c.Name, why, plan.ErrInvalid)
 		}
 	}
 	return p, nil
@@ -140,7 +141,7 @@ func planSetsRPS(p *plan.Plan, dev string) bool {
 func (e *machine) Prepare(ctx context.Context, cands []candidate) (*prepared, error) {
 	snap, err := e.Snapshot(ctx)
 	if err != nil {
-		return nil, errorf("read the machine: %w", err)
+		return nil, outline.Errorf("read the machine: %w", err)
 	}
 	e.snap = snap
 	e.plans = map[string]*plan.Plan{}
@@ -174,7 +175,7 @@ func (e *machine) Prepare(ctx context.Context, cands []candidate) (*prepared, er
 	}
 	padNAPIKnobs(e.plans) // napi.go
 	if len(unreadable) > 0 {
-		return nil, errorf("cannot capture the current value of %s, so it could not be restored; refusing to touch it",
+		return nil, outline.Errorf("cannot capture the current value of %s, so it could not be restored; refusing to touch it",
 			strings.Join(unreadable, ", "))
 	}
 	prep := &prepared{Devices: sortedKeys(devs), Knobs: len(e.restore)}
@@ -254,7 +255,7 @@ func resultError(res *steering.Result) error {
 	}
 	var errs []error
 	for _, f := range res.Failed {
-		errs = append(errs, errorf("%s %s: %s", f.Action.Kind, f.Action.Target(), f.Error))
+		errs = append(errs, outline.Errorf("%s %s: %s", f.Action.Kind, f.Action.Target(), f.Error))
 	}
 	return errors.Join(errs...)
 }
@@ -265,7 +266,7 @@ func (e *machine) Apply(ctx context.Context, c candidate) error {
 	e.endLoop()
 	p := e.plans[c.Name]
 	if p == nil || e.snap == nil {
-		return errorf("candidate %s was not prepared", c.Name)
+		return outline.Errorf("candidate %s was not prepared", c.Name)
 	}
 	if c.Mode == plan.ModeAdaptive {
 		return e.startAdaptive(ctx, c)
@@ -277,7 +278,7 @@ func (e *machine) Apply(ctx context.Context, c candidate) error {
 // starts its loop.
 func (e *machine) startAdaptive(ctx context.Context, c candidate) error {
 	if e.Adaptive == nil {
-		return errorf("candidate %s: no engine for the adaptive loop", c.Name)
+		return outline.Errorf("candidate %s: no engine for the adaptive loop", c.Name)
 	}
 	res, err := e.Adaptive.SetMode(ctx, steering.SetModeRequest{Mode: plan.ModeAdaptive, Reason: "tune " + c.Name})
 	if err != nil {
@@ -349,7 +350,7 @@ func (e *machine) Restore(ctx context.Context) (restoreResult, error) {
 	}
 	fresh, err := e.Snapshot(ctx)
 	if err != nil {
-		return out, errorf("check: %w", err)
+		return out, outline.Errorf("check: %w", err)
 	}
 	check := steering.ApplyPlan(ctx, e.Writer, fresh, e.restore, true)
 	differ := skipped
@@ -364,7 +365,7 @@ func (e *machine) Restore(ctx context.Context) (restoreResult, error) {
 	}
 	if len(differ) > 0 {
 		sort.Strings(differ)
-		return out, errorf("not back at the original value: %s", strings.Join(differ, ", "))
+		return out, outline.Errorf("not back at the original value: %s", strings.Join(differ, ", "))
 	}
 	out.Verified = true
 	return out, nil

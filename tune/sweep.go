@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // steerer is what the sweep needs from the steering engine. The real one
@@ -160,7 +162,7 @@ func (s *sweep) Run(ctx context.Context) (rep *report, err error) {
 	}
 	prep, err := s.Steerer.Prepare(ctx, s.Candidates)
 	if err != nil {
-		return nil, errorf("prepare: %w", err)
+		return nil, outline.Errorf("prepare: %w", err)
 	}
 	started := now()
 	rep.Devices = prep.Devices
@@ -183,7 +185,7 @@ func (s *sweep) Run(ctx context.Context) (rep *report, err error) {
 		res, rerr := s.Steerer.Restore(rctx)
 		if rerr != nil {
 			res.Error = rerr.Error()
-			err = errors.Join(err, errorf("restore: %w", rerr))
+			err = errors.Join(err, outline.Errorf("restore: %w", rerr))
 			s.progress("RESTORE FAILED: %v", rerr)
 		}
 		rep.Restore = res
@@ -205,36 +207,36 @@ func (s *sweep) Run(ctx context.Context) (rep *report, err error) {
 	for i, c := range s.Candidates {
 		res := &rep.Results[i]
 		if err := ctx.Err(); err != nil {
-			return rep, errorf("sweep stopped before candidate %d of %d: %w", i+1, len(s.Candidates), err)
+			return rep, outline.Errorf("sweep stopped before candidate %d of %d: %w", i+1, len(s.Candidates), err)
 		}
 		s.progress("[%d/%d] %s: apply", i+1, len(s.Candidates), c.Name)
 		if err := s.Steerer.Apply(ctx, c); err != nil {
 			if ctx.Err() != nil {
-				return rep, errorf("candidate %s: apply: %w", c.Name, err)
+				return rep, outline.Errorf("candidate %s: apply: %w", c.Name, err)
 			}
 			res.Error = fmt.Sprintf("apply: %v", err)
 			s.progress("[%d/%d] %s: not measured: %v", i+1, len(s.Candidates), c.Name, err)
 			continue
 		}
 		if err := sleep(ctx, s.Settle); err != nil {
-			return rep, errorf("candidate %s: settle: %w", c.Name, err)
+			return rep, outline.Errorf("candidate %s: settle: %w", c.Name, err)
 		}
 		for j := 0; j < runs; j++ {
 			s.progress("[%d/%d] %s: run %d/%d, about %s left", i+1, len(s.Candidates), c.Name, j+1, runs,
 				left(i, j).Round(time.Second))
 			before, err := s.Counters()
 			if err != nil {
-				return rep, errorf("candidate %s run %d: %w", c.Name, j+1, err)
+				return rep, outline.Errorf("candidate %s run %d: %w", c.Name, j+1, err)
 			}
 			t0 := now()
 			m, err := s.Load.Run(ctx, j)
 			took := now().Sub(t0)
 			if err != nil {
-				return rep, errorf("candidate %s run %d: %w", c.Name, j+1, err)
+				return rep, outline.Errorf("candidate %s run %d: %w", c.Name, j+1, err)
 			}
 			after, err := s.Counters()
 			if err != nil {
-				return rep, errorf("candidate %s run %d: %w", c.Name, j+1, err)
+				return rep, outline.Errorf("candidate %s run %d: %w", c.Name, j+1, err)
 			}
 			runTime += took
 			runCount++

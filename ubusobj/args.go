@@ -8,17 +8,18 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/plan"
 )
 
 // errArg marks an argument the caller got wrong. It wraps
 // ubus.StatusInvalidArgument, so a handler returning it replies status 2.
-var errArg = errorf("%w", ubus.StatusInvalidArgument)
+var errArg = outline.Errorf("%w", ubus.StatusInvalidArgument)
 
 // argErrorf returns an error that replies INVALID_ARGUMENT and says why.
 func argErrorf(format string, a ...any) error {
-	return errorf("%w: %s", errArg, fmt.Sprintf(format, a...))
+	return outline.Errorf("%w: %s", errArg, fmt.Sprintf(format, a...))
 }
 
 // RPCSessionArg is the string argument uhttpd-mod-ubus appends to every
@@ -183,14 +184,14 @@ func checkDevice(a ubus.Attr) error {
 	case s == "":
 		return errors.New("empty device name")
 	case len(s) >= IFNAMSIZ:
-		return errorf("device name %q longer than %d bytes", s, IFNAMSIZ-1)
+		return outline.Errorf("device name %q longer than %d bytes", s, IFNAMSIZ-1)
 	case s == "." || s == "..":
-		return errorf("device name %q", s)
+		return outline.Errorf("device name %q", s)
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c == '/' || c == ':' || c <= ' ' || c == 0x7f {
-			return errorf("device name %q holds %q", s, c)
+			return outline.Errorf("device name %q holds %q", s, c)
 		}
 	}
 	return nil
@@ -205,7 +206,7 @@ func checkMode(a ubus.Attr) error {
 // checkFlows accepts 0..steering.MaxFlows.
 func checkFlows(a ubus.Attr) error {
 	if a.Int < 0 || a.Int > plan.MaxFlows {
-		return errorf("flows %d outside 0..%d", a.Int, plan.MaxFlows)
+		return outline.Errorf("flows %d outside 0..%d", a.Int, plan.MaxFlows)
 	}
 	return nil
 }
@@ -214,14 +215,14 @@ func checkFlows(a ubus.Attr) error {
 func checkReason(a ubus.Attr) error {
 	s := a.Str
 	if len(s) > MaxReasonLen {
-		return errorf("reason longer than %d bytes", MaxReasonLen)
+		return outline.Errorf("reason longer than %d bytes", MaxReasonLen)
 	}
 	if !utf8.ValidString(s) {
 		return errors.New("reason is not UTF-8")
 	}
 	for _, r := range s {
 		if !unicode.IsPrint(r) {
-			return errorf("reason holds %q", r)
+			return outline.Errorf("reason holds %q", r)
 		}
 	}
 	return nil

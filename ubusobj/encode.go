@@ -3,6 +3,7 @@ package ubusobj
 import (
 	"reflect"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 )
 
@@ -28,13 +29,13 @@ func (e *encoder) encodeReply(v any) ([]ubus.Attr, error) {
 	rv := reflect.ValueOf(v)
 	for rv.Kind() == reflect.Pointer {
 		if rv.IsNil() {
-			return nil, errorf("ubusobj: encode: nil reply")
+			return nil, outline.Errorf("ubusobj: encode: nil reply")
 		}
 		rv = rv.Elem()
 	}
 	attrs, err := e.codec.Attrs(v)
 	if err != nil {
-		return nil, errorf("ubusobj: encode: %w", err)
+		return nil, outline.Errorf("ubusobj: encode: %w", err)
 	}
 	return attrs, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 )
 
@@ -65,7 +66,7 @@ func ExecList(w io.Writer, serve bool) error {
 		}
 	}
 	if _, err := w.Write(append(ubus.AttrsToStdJSON(top, ""), '\n')); err != nil {
-		return errorf("ubusobj: list: %w", err)
+		return outline.Errorf("ubusobj: list: %w", err)
 	}
 	return nil
 }
@@ -87,12 +88,12 @@ const MaxExecInput = ubus.MaxMessageLen
 func (o *Object) ExecCall(ctx context.Context, method string, in io.Reader, out io.Writer) error {
 	data, err := io.ReadAll(io.LimitReader(in, MaxExecInput+1))
 	if err != nil {
-		return o.execFail(out, errorf("%w: read arguments: %w", ubus.StatusUnknownError, err))
+		return o.execFail(out, outline.Errorf("%w: read arguments: %w", ubus.StatusUnknownError, err))
 	}
 	var args []ubus.Attr
 	if len(bytes.TrimSpace(data)) > 0 {
 		if args, err = ubus.AttrsFromJSON(data); err != nil {
-			return o.execFail(out, errorf("%w: arguments: %w", ubus.StatusInvalidArgument, err))
+			return o.execFail(out, outline.Errorf("%w: arguments: %w", ubus.StatusInvalidArgument, err))
 		}
 	}
 	reply, err := o.Call(ctx, method, args)
@@ -101,7 +102,7 @@ func (o *Object) ExecCall(ctx context.Context, method string, in io.Reader, out 
 	}
 	b := append(ubus.AttrsToStdJSON(reply, ""), '\n')
 	if _, err := out.Write(b); err != nil {
-		return errorf("%w: write reply: %w", ubus.StatusUnknownError, err)
+		return outline.Errorf("%w: write reply: %w", ubus.StatusUnknownError, err)
 	}
 	return nil
 }

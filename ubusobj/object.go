@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/packet-steering/packet-steering/adaptive"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/steering"
@@ -216,7 +217,7 @@ type Object struct {
 	obj          *ubus.Object
 	enc          encoder // reply encoding, with the field lists it has met
 
-	mu       sync.Mutex
+	mu       outline.Mutex
 	draining bool
 	inflight sync.WaitGroup
 }
@@ -259,7 +260,7 @@ func (o *Object) Drain(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return errorf("ubusobj: drain: %w", ctx.Err())
+		return outline.Errorf("ubusobj: drain: %w", ctx.Err())
 	}
 }
 
@@ -300,7 +301,7 @@ func (o *Object) Call(ctx context.Context, name string, args []ubus.Attr) ([]ubu
 			return o.invoke(ctx, m, args, "exec")
 		}
 	}
-	return nil, errorf("%w: %q", ubus.StatusMethodNotFound, name)
+	return nil, outline.Errorf("%w: %q", ubus.StatusMethodNotFound, name)
 }
 
 // invoke decodes args with m's policy, runs m and encodes its reply; peer
@@ -319,7 +320,7 @@ func (o *Object) invoke(ctx context.Context, m Method, args []ubus.Attr, peer st
 	reply, err := o.enc.encodeReply(v)
 	if err != nil {
 		o.log.Error("encode reply", "method", m.Name, "err", err)
-		return nil, errorf("%w: encode %s reply: %w", ubus.StatusUnknownError, m.Name, err)
+		return nil, outline.Errorf("%w: encode %s reply: %w", ubus.StatusUnknownError, m.Name, err)
 	}
 	return reply, nil
 }
@@ -333,10 +334,10 @@ func (o *Object) callError(method, peer string, err error) error {
 	}
 	if errors.Is(err, plan.ErrInvalid) {
 		o.log.Debug("refused call", "method", method, "peer", peer, "err", err)
-		return errorf("%w: %w", ubus.StatusInvalidArgument, err)
+		return outline.Errorf("%w: %w", ubus.StatusInvalidArgument, err)
 	}
 	o.log.Error("call failed", "method", method, "err", err)
-	return errorf("%w: %s: %w", ubus.StatusUnknownError, method, err)
+	return outline.Errorf("%w: %s: %w", ubus.StatusUnknownError, method, err)
 }
 
 // errorText is err's message without the status prefix callError adds.
@@ -406,7 +407,7 @@ func (o *Object) callQueues(ctx context.Context, v any) (any, error) {
 		return nil, err
 	}
 	if dev != "" && len(devs) == 0 {
-		return nil, errorf("no device %q: %w", dev, plan.ErrInvalid)
+		return nil, outline.Errorf("no device %q: %w", dev, plan.ErrInvalid)
 	}
 	return queuesReply{Devices: normaliseQueues(devs)}, nil
 }
@@ -466,7 +467,7 @@ func (o *Object) Apply(ctx context.Context, req steering.ApplyRequest) (*steerin
 	}
 	res, err := o.engine.Apply(context.WithoutCancel(ctx), req)
 	if err != nil {
-		return nil, errorf("apply (%s): %w", req.Reason, err)
+		return nil, outline.Errorf("apply (%s): %w", req.Reason, err)
 	}
 	if !req.DryRun {
 		o.logApply(req.Reason, res)
@@ -483,7 +484,7 @@ func (o *Object) SetMode(ctx context.Context, req steering.SetModeRequest) (*ste
 	}
 	res, err := o.engine.SetMode(context.WithoutCancel(ctx), req)
 	if err != nil {
-		return nil, errorf("%s: %w", req.Reason, err)
+		return nil, outline.Errorf("%s: %w", req.Reason, err)
 	}
 	o.logApply(req.Reason, res)
 	o.announce(ctx, req.Reason, res)
@@ -509,7 +510,7 @@ func (o *Object) Adapt(ctx context.Context, moves []adaptive.Move) (*steering.Re
 	res, err := a.Adapt(context.WithoutCancel(ctx), moves)
 	if err != nil {
 		o.log.Warn("adaptive move not applied", "reason", reason, "err", err)
-		return nil, errorf("%s: %w", reason, err)
+		return nil, outline.Errorf("%s: %w", reason, err)
 	}
 	for _, m := range moves {
 		o.log.Info("adaptive move", "queue", m.Key(), "kind", m.Kind, "from", m.From, "to", m.To, "auto_cpu", m.Home, "why", m.Reason)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/ubusobj"
 )
@@ -69,11 +70,11 @@ func runCall(ctx context.Context, env *cliEnv, args []string) error {
 	if reply != nil {
 		out, ferr := ubus.AttrsToJSON(reply, "\t")
 		if ferr != nil {
-			return fmt.Errorf("format reply: %w", ferr)
+			return outline.Errorf("format reply: %w", ferr)
 		}
 		out = append(out, '\n')
 		if _, werr := env.stdout.Write(out); werr != nil {
-			return fmt.Errorf("write reply: %w", werr)
+			return outline.Errorf("write reply: %w", werr)
 		}
 	}
 	if err == nil {

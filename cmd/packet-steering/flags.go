@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 )
 
@@ -118,7 +119,7 @@ func (c *subcommand) output(what string, v any, human func(io.Writer) error) err
 		err = human(c.env.stdout)
 	}
 	if err != nil {
-		return fmt.Errorf("write %s: %w", what, err)
+		return outline.Errorf("write %s: %w", what, err)
 	}
 	return nil
 }

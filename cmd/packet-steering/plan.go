@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/internal/table"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/plan"
@@ -25,7 +25,7 @@ func runPlan(ctx context.Context, env *cliEnv, args []string) error {
 	fs := c.fs
 	snapFile := fs.String("snapshot", "", "plan the machine described by snapshot `FILE` instead of reading one")
 	modeFlag := fs.String("mode", "", "`MODE` to plan: off, legacy, all, auto or custom (default: as configured)")
-	flowsFlag := fs.String("flows", "", "rps_flow_cnt per rx queue, `N` in 0.."+strconv.Itoa(plan.MaxFlows)+" (default: as configured)")
+	flowsFlag := fs.String("flows", "", "rps_flow_cnt per rx queue, `N` in 0.."+outline.Itoa(plan.MaxFlows)+" (default: as configured)")
 	if help, err := c.parse(args); help || err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func runPlan(ctx context.Context, env *cliEnv, args []string) error {
 func readSnapshotFile(path string) (*platform.Snapshot, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read snapshot: %w", err)
+		return nil, outline.Errorf("read snapshot: %w", err)
 	}
 	var s platform.Snapshot
 	attrs, err := ubus.AttrsFromJSON(raw)
@@ -82,7 +82,7 @@ func readSnapshotFile(path string) (*platform.Snapshot, error) {
 		err = ubus.AttrsToValue(attrs, &s)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("snapshot %s: not a snapshot file: %w", path, err)
+		return nil, outline.Errorf("snapshot %s: not a snapshot file: %w", path, err)
 	}
 	return &s, nil
 }

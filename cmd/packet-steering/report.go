@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/platform"
 	"github.com/packet-steering/packet-steering/ubusobj"
@@ -77,7 +77,7 @@ func runReport(ctx context.Context, env *cliEnv, args []string) error {
 		r.Status, r.Queues = st, map[string]any{"devices": devs}
 	}
 	if err := writeJSON(env.stdout, r); err != nil {
-		return fmt.Errorf("write report: %w", err)
+		return outline.Errorf("write report: %w", err)
 	}
 	return nil
 }
@@ -96,17 +96,17 @@ func daemonViews(ctx context.Context, socket string, timeout time.Duration) (sta
 	defer cancel()
 	conn, err := ubus.Dial(ctx, socket)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to ubus: %w", err)
+		return nil, nil, outline.Errorf("connect to ubus: %w", err)
 	}
 	defer conn.Close()
 	var out [2]map[string]any
 	for i, method := range []string{"status", "get_queues"} {
 		reply, err := conn.Call(ctx, ubusobj.Path, method, nil)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s %s: %w", ubusobj.Path, method, err)
+			return nil, nil, outline.Errorf("%s %s: %w", ubusobj.Path, method, err)
 		}
 		if err := ubus.AttrsToValue(reply, &out[i]); err != nil {
-			return nil, nil, fmt.Errorf("%s %s reply: %w", ubusobj.Path, method, err)
+			return nil, nil, outline.Errorf("%s %s reply: %w", ubusobj.Path, method, err)
 		}
 	}
 	return out[0], out[1], nil

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -22,7 +22,7 @@ func runSnapshot(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	if err := writeJSON(env.stdout, snap); err != nil {
-		return fmt.Errorf("write snapshot: %w", err)
+		return outline.Errorf("write snapshot: %w", err)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/internal/table"
 	"github.com/packet-steering/packet-steering/steering"
 )
@@ -136,7 +137,7 @@ func queueRange(queues []string) string {
 			ok = ok && qok && p == prefix && n == first+i
 		}
 		if ok {
-			return queues[0] + ".." + strconv.Itoa(first+len(queues)-1)
+			return queues[0] + ".." + outline.Itoa(first+len(queues)-1)
 		}
 	}
 	return strings.Join(queues, ",")

@@ -16,6 +16,8 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // MaxCPUs bounds the CPU numbers ParseMask and ParseList accept. It is the
@@ -284,10 +286,10 @@ func (c Set) List() string {
 		if b.Len() > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(strconv.Itoa(cpus[i]))
+		b.WriteString(outline.Itoa(cpus[i]))
 		if j > i {
 			b.WriteByte('-')
-			b.WriteString(strconv.Itoa(cpus[j]))
+			b.WriteString(outline.Itoa(cpus[j]))
 		}
 		i = j + 1
 	}
@@ -339,10 +341,10 @@ func ParseMask(s string) (Set, error) {
 		for end >= 0 && !isMaskSep(text[end]) {
 			d, ok := hexDigit(text[end])
 			if !ok {
-				return Set{}, errorf("%w: mask %q: %q is not a hex digit", errMask, s, text[end])
+				return Set{}, outline.Errorf("%w: mask %q: %q is not a hex digit", errMask, s, text[end])
 			}
 			if n == 8 {
-				return Set{}, errorf("%w: mask %q: a group has more than 8 hex digits (32 bits)", errMask, s)
+				return Set{}, outline.Errorf("%w: mask %q: a group has more than 8 hex digits (32 bits)", errMask, s)
 			}
 			v |= uint32(d) << (4 * uint(n))
 			n++
@@ -351,7 +353,7 @@ func ParseMask(s string) (Set, error) {
 		digits += n
 		if v != 0 {
 			if group*32 >= MaxCPUs {
-				return Set{}, errorf("%w: mask %q names a CPU above %d", errMask, s, MaxCPUs-1)
+				return Set{}, outline.Errorf("%w: mask %q names a CPU above %d", errMask, s, MaxCPUs-1)
 			}
 			for len(w) <= group/2 {
 				w = append(w, 0)
@@ -360,11 +362,11 @@ func ParseMask(s string) (Set, error) {
 		}
 		group++
 		if group > MaxCPUs/32+1 {
-			return Set{}, errorf("%w: mask %q has more than %d groups", errMask, s, MaxCPUs/32)
+			return Set{}, outline.Errorf("%w: mask %q has more than %d groups", errMask, s, MaxCPUs/32)
 		}
 	}
 	if digits == 0 {
-		return Set{}, errorf("%w: mask %q has no hex digits", errMask, s)
+		return Set{}, outline.Errorf("%w: mask %q has no hex digits", errMask, s)
 	}
 	return Set{w: w}, nil
 }
@@ -397,14 +399,14 @@ func ParseList(s string) (Set, error) {
 		}
 		a, err := parseCPU(lo)
 		if err != nil {
-			return set, errorf("%w: cpu list %q: %v", errMask, s, err)
+			return set, outline.Errorf("%w: cpu list %q: %v", errMask, s, err)
 		}
 		b, err := parseCPU(hi)
 		if err != nil {
-			return set, errorf("%w: cpu list %q: %v", errMask, s, err)
+			return set, outline.Errorf("%w: cpu list %q: %v", errMask, s, err)
 		}
 		if b < a {
-			return set, errorf("%w: cpu list %q: range %s ends before it starts", errMask, s, part)
+			return set, outline.Errorf("%w: cpu list %q: range %s ends before it starts", errMask, s, part)
 		}
 		for len(w) <= b/64 {
 			w = append(w, 0)
@@ -422,15 +424,15 @@ func parseCPU(s string) (int, error) {
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
-			return 0, errorf("%q is not a CPU number", s)
+			return 0, outline.Errorf("%q is not a CPU number", s)
 		}
 	}
 	if len(s) > 5 {
-		return 0, errorf("CPU %s is above %d", s, MaxCPUs-1)
+		return 0, outline.Errorf("CPU %s is above %d", s, MaxCPUs-1)
 	}
 	n, _ := strconv.Atoi(s)
 	if n >= MaxCPUs {
-		return 0, errorf("CPU %d is above %d", n, MaxCPUs-1)
+		return 0, outline.Errorf("CPU %d is above %d", n, MaxCPUs-1)
 	}
 	return n, nil
 }

@@ -3,6 +3,8 @@ package genetlink
 import (
 	"encoding/binary"
 	"errors"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // Netlink attributes (include/uapi/linux/netlink.h, struct nlattr): a
@@ -45,7 +47,7 @@ func DecodeAttrs(b []byte) ([]Attr, error) {
 		if len(b)-off < attrHeaderLen {
 			for _, c := range b[off:] {
 				if c != 0 {
-					return nil, errorf("%w: %d trailing bytes at offset %d", ErrMalformed, len(b)-off, off)
+					return nil, outline.Errorf("%w: %d trailing bytes at offset %d", ErrMalformed, len(b)-off, off)
 				}
 			}
 			break
@@ -53,10 +55,10 @@ func DecodeAttrs(b []byte) ([]Attr, error) {
 		l := int(binary.NativeEndian.Uint16(b[off:]))
 		t := binary.NativeEndian.Uint16(b[off+2:])
 		if l < attrHeaderLen || l > len(b)-off {
-			return nil, errorf("%w: attribute %d at offset %d has length %d, %d bytes left", ErrMalformed, t&attrTypeMask, off, l, len(b)-off)
+			return nil, outline.Errorf("%w: attribute %d at offset %d has length %d, %d bytes left", ErrMalformed, t&attrTypeMask, off, l, len(b)-off)
 		}
 		if len(out) == maxAttrs {
-			return nil, errorf("%w: more than %d attributes", ErrMalformed, maxAttrs)
+			return nil, outline.Errorf("%w: more than %d attributes", ErrMalformed, maxAttrs)
 		}
 		out = append(out, Attr{Type: t & attrTypeMask, Nested: t&attrNested != 0, Data: b[off+attrHeaderLen : off+l]})
 		off += align(l)
@@ -114,7 +116,7 @@ func (a Attr) Uint() (uint64, error) {
 // String returns a NUL-terminated string payload without its NUL.
 func (a Attr) String() (string, error) {
 	if len(a.Data) == 0 || a.Data[len(a.Data)-1] != 0 {
-		return "", errorf("%w: attribute %d: string without NUL", ErrMalformed, a.Type)
+		return "", outline.Errorf("%w: attribute %d: string without NUL", ErrMalformed, a.Type)
 	}
 	return string(a.Data[:len(a.Data)-1]), nil
 }
@@ -123,7 +125,7 @@ func (a Attr) String() (string, error) {
 func (a Attr) Attrs() ([]Attr, error) { return DecodeAttrs(a.Data) }
 
 func (a Attr) badLen(kind string) error {
-	return errorf("%w: attribute %d: %d bytes for a %s", ErrMalformed, a.Type, len(a.Data), kind)
+	return outline.Errorf("%w: attribute %d: %d bytes for a %s", ErrMalformed, a.Type, len(a.Data), kind)
 }
 
 // Encoder builds an attribute stream. The zero value is ready to use.
@@ -141,12 +143,12 @@ func (e *Encoder) put(typ uint16, data []byte) {
 		return
 	}
 	if typ&^attrTypeMask != 0 {
-		e.err = errorf("genetlink: attribute type %#x has flag bits", typ)
+		e.err = outline.Errorf("genetlink: attribute type %#x has flag bits", typ)
 		return
 	}
 	l := attrHeaderLen + len(data)
 	if l > maxAttrLen {
-		e.err = errorf("genetlink: attribute %d: %d bytes is too long", typ, len(data))
+		e.err = outline.Errorf("genetlink: attribute %d: %d bytes is too long", typ, len(data))
 		return
 	}
 	e.b = binary.NativeEndian.AppendUint16(e.b, uint16(l))
@@ -197,7 +199,7 @@ func (e *Encoder) Nested(typ uint16) {
 		return
 	}
 	if len(e.nest) == maxDepth {
-		e.err = errorf("genetlink: nesting deeper than %d", maxDepth)
+		e.err = outline.Errorf("genetlink: nesting deeper than %d", maxDepth)
 		return
 	}
 	e.nest = append(e.nest, len(e.b))
@@ -218,7 +220,7 @@ func (e *Encoder) End() {
 	e.nest = e.nest[:len(e.nest)-1]
 	l := len(e.b) - off
 	if l > maxAttrLen {
-		e.err = errorf("genetlink: nested attribute of %d bytes is too long", l)
+		e.err = outline.Errorf("genetlink: nested attribute of %d bytes is too long", l)
 		return
 	}
 	binary.NativeEndian.PutUint16(e.b[off:], uint16(l))
@@ -231,7 +233,7 @@ func (e *Encoder) Bytes() ([]byte, error) {
 		return nil, e.err
 	}
 	if len(e.nest) != 0 {
-		return nil, errorf("genetlink: %d nested attributes left open", len(e.nest))
+		return nil, outline.Errorf("genetlink: %d nested attributes left open", len(e.nest))
 	}
 	return e.b, nil
 }

@@ -20,11 +20,12 @@ import (
 	"context"
 	"errors"
 	"os"
-	"sync"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // Bounds on what one request may make the client read.
@@ -51,7 +52,7 @@ var ErrDumpInterrupted = errors.New("genetlink: dump interrupted by a concurrent
 // Conn is a generic netlink socket. Its methods may be called from several
 // goroutines; requests are serialised.
 type Conn struct {
-	mu  sync.Mutex
+	mu  outline.Mutex
 	fd  int
 	seq uint32
 	buf []byte
@@ -66,11 +67,11 @@ type Conn struct {
 func Dial() (*Conn, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)
 	if err != nil {
-		return nil, errorf("genetlink: socket: %w", err)
+		return nil, outline.Errorf("genetlink: socket: %w", err)
 	}
 	if err := unix.Connect(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		unix.Close(fd)
-		return nil, errorf("genetlink: connect: %w", err)
+		return nil, outline.Errorf("genetlink: connect: %w", err)
 	}
 	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_EXT_ACK, 1)
 	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_CAP_ACK, 1)
@@ -112,7 +113,7 @@ func (c *Conn) Execute(ctx context.Context, req Request) ([]Message, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fd < 0 {
-		return nil, errorf("genetlink: %s: %w", req.Op, os.ErrClosed)
+		return nil, outline.Errorf("genetlink: %s: %w", req.Op, os.ErrClosed)
 	}
 	for try := 0; ; try++ {
 		msgs, err := c.execute(ctx, req)
@@ -135,7 +136,7 @@ func (c *Conn) execute(ctx context.Context, req Request) ([]Message, error) {
 	// Port id 0: the kernel fills in the socket's own.
 	b := encodeRequest(req.Family, flags, seq, 0, req.Cmd, req.Version, req.Attrs)
 	if _, err := unix.Write(c.fd, b); err != nil {
-		return nil, errorf("genetlink: %s: send: %w", req.Op, err)
+		return nil, outline.Errorf("genetlink: %s: send: %w", req.Op, err)
 	}
 	var out []Message
 	total, count := 0, 0
@@ -143,21 +144,21 @@ func (c *Conn) execute(ctx context.Context, req Request) ([]Message, error) {
 	for {
 		n, err := c.recv(ctx)
 		if err != nil {
-			return nil, errorf("genetlink: %s: %w", req.Op, err)
+			return nil, outline.Errorf("genetlink: %s: %w", req.Op, err)
 		}
 		if total += n; total > MaxReplyBytes {
-			return nil, errorf("genetlink: %s: reply longer than %d bytes", req.Op, MaxReplyBytes)
+			return nil, outline.Errorf("genetlink: %s: reply longer than %d bytes", req.Op, MaxReplyBytes)
 		}
 		raws, err := splitMessages(c.buf[:n])
 		if err != nil {
-			return nil, errorf("genetlink: %s: %w", req.Op, err)
+			return nil, outline.Errorf("genetlink: %s: %w", req.Op, err)
 		}
 		for _, m := range raws {
 			if m.Seq != seq {
 				continue // a late answer to an earlier, abandoned request
 			}
 			if count++; count > MaxReplyMessages {
-				return nil, errorf("genetlink: %s: reply of more than %d messages", req.Op, MaxReplyMessages)
+				return nil, outline.Errorf("genetlink: %s: reply of more than %d messages", req.Op, MaxReplyMessages)
 			}
 			if m.Flags&unix.NLM_F_DUMP_INTR != 0 {
 				intr = true
@@ -178,15 +179,15 @@ func (c *Conn) execute(ctx context.Context, req Request) ([]Message, error) {
 					return nil, withOp(err, req.Op)
 				}
 				if intr {
-					return nil, errorf("%s: %w", req.Op, ErrDumpInterrupted)
+					return nil, outline.Errorf("%s: %w", req.Op, ErrDumpInterrupted)
 				}
 				return out, nil
 			case unix.NLMSG_OVERRUN:
-				return nil, errorf("genetlink: %s: overrun", req.Op)
+				return nil, outline.Errorf("genetlink: %s: overrun", req.Op)
 			}
 			gm, err := genlMessage(m)
 			if err != nil {
-				return nil, errorf("genetlink: %s: %w", req.Op, err)
+				return nil, outline.Errorf("genetlink: %s: %w", req.Op, err)
 			}
 			// Copy: the buffer is reused by the next read.
 			gm.Attrs = append([]byte(nil), gm.Attrs...)
@@ -202,7 +203,7 @@ func withOp(err error, op string) error {
 		e.Op = op
 		return e
 	}
-	return errorf("genetlink: %s: %w", op, err)
+	return outline.Errorf("genetlink: %s: %w", op, err)
 }
 
 // recv waits for one datagram from the kernel, up to ctx's deadline (or
@@ -218,7 +219,7 @@ func (c *Conn) recv(ctx context.Context) (int, error) {
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return 0, errorf("no reply: %w", os.ErrDeadlineExceeded)
+			return 0, outline.Errorf("no reply: %w", os.ErrDeadlineExceeded)
 		}
 		// Wake up at least every 100 ms to notice a cancelled context.
 		ms := int(min(left, 100*time.Millisecond) / time.Millisecond)
@@ -228,7 +229,7 @@ func (c *Conn) recv(ctx context.Context) (int, error) {
 			continue
 		}
 		if err != nil {
-			return 0, errorf("poll: %w", err)
+			return 0, outline.Errorf("poll: %w", err)
 		}
 		// recv(2) with MSG_TRUNC returns the datagram's whole length, so
 		// that one longer than the buffer is an error, not a silent cut.
@@ -239,10 +240,10 @@ func (c *Conn) recv(ctx context.Context) (int, error) {
 			continue
 		}
 		if errno != 0 {
-			return 0, errorf("recv: %w", errno)
+			return 0, outline.Errorf("recv: %w", errno)
 		}
 		if int(r) > len(c.buf) {
-			return 0, errorf("datagram of %d bytes, longer than the %d-byte buffer", r, len(c.buf))
+			return 0, outline.Errorf("datagram of %d bytes, longer than the %d-byte buffer", r, len(c.buf))
 		}
 		return int(r), nil
 	}
@@ -295,14 +296,14 @@ func (c *Conn) Family(ctx context.Context, name string) (*Family, error) {
 		return nil, err
 	}
 	if len(msgs) != 1 {
-		return nil, errorf("genetlink: family %s: %d replies, want 1", name, len(msgs))
+		return nil, outline.Errorf("genetlink: family %s: %d replies, want 1", name, len(msgs))
 	}
 	f, err := parseFamily(msgs[0].Attrs)
 	if err != nil {
-		return nil, errorf("genetlink: family %s: %w", name, err)
+		return nil, outline.Errorf("genetlink: family %s: %w", name, err)
 	}
 	if f.Name != name {
-		return nil, errorf("genetlink: asked for family %q, the kernel answered %q", name, f.Name)
+		return nil, outline.Errorf("genetlink: asked for family %q, the kernel answered %q", name, f.Name)
 	}
 	return f, nil
 }
@@ -332,7 +333,7 @@ func parseFamily(b []byte) (*Family, error) {
 		}
 	}
 	if f.ID == 0 {
-		return nil, errorf("%w: no family id", ErrMalformed)
+		return nil, outline.Errorf("%w: no family id", ErrMalformed)
 	}
 	return f, nil
 }

@@ -2,9 +2,10 @@ package genetlink
 
 import (
 	"encoding/binary"
-	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // Netlink message framing (include/uapi/linux/netlink.h): a 16-byte
@@ -44,11 +45,11 @@ func splitMessages(b []byte) ([]rawMessage, error) {
 	var out []rawMessage
 	for off := 0; off < len(b); {
 		if len(b)-off < nlmsgHeaderLen {
-			return nil, errorf("%w: %d bytes left at offset %d, less than a message header", ErrMalformed, len(b)-off, off)
+			return nil, outline.Errorf("%w: %d bytes left at offset %d, less than a message header", ErrMalformed, len(b)-off, off)
 		}
 		l := int(binary.NativeEndian.Uint32(b[off:]))
 		if l < nlmsgHeaderLen || l > len(b)-off {
-			return nil, errorf("%w: message at offset %d has length %d, %d bytes left", ErrMalformed, off, l, len(b)-off)
+			return nil, outline.Errorf("%w: message at offset %d has length %d, %d bytes left", ErrMalformed, off, l, len(b)-off)
 		}
 		out = append(out, rawMessage{
 			Type:  binary.NativeEndian.Uint16(b[off+4:]),
@@ -65,7 +66,7 @@ func splitMessages(b []byte) ([]rawMessage, error) {
 // genlMessage decodes a raw message's genetlink header.
 func genlMessage(m rawMessage) (Message, error) {
 	if len(m.Data) < genlHeaderLen {
-		return Message{}, errorf("%w: message of type %d: %d payload bytes, less than a genetlink header", ErrMalformed, m.Type, len(m.Data))
+		return Message{}, outline.Errorf("%w: message of type %d: %d payload bytes, less than a genetlink header", ErrMalformed, m.Type, len(m.Data))
 	}
 	return Message{Type: m.Type, Flags: m.Flags, Cmd: m.Data[0], Version: m.Data[1], Attrs: m.Data[genlHeaderLen:]}, nil
 }
@@ -119,9 +120,9 @@ func (e *Error) Error() string {
 		s += ": " + e.Message
 	}
 	if e.Attr != 0 {
-		s += " (attribute " + strconv.Itoa(int(e.Attr)) + ")"
+		s += " (attribute " + outline.Itoa(int(e.Attr)) + ")"
 	} else if e.Offset >= 0 {
-		s += " (at request offset " + strconv.Itoa(e.Offset) + ")"
+		s += " (at request offset " + outline.Itoa(e.Offset) + ")"
 	}
 	return s
 }
@@ -134,14 +135,14 @@ func (e *Error) Unwrap() error { return e.Errno }
 // the attribute at the kernel's offset.
 func parseError(m rawMessage, req []byte) error {
 	if len(m.Data) < 4 {
-		return errorf("%w: error message of %d bytes", ErrMalformed, len(m.Data))
+		return outline.Errorf("%w: error message of %d bytes", ErrMalformed, len(m.Data))
 	}
 	code := int32(binary.NativeEndian.Uint32(m.Data))
 	if code == 0 {
 		return nil
 	}
 	if code > 0 || code < -4095 {
-		return errorf("%w: error code %d", ErrMalformed, code)
+		return outline.Errorf("%w: error code %d", ErrMalformed, code)
 	}
 	e := &Error{Errno: unix.Errno(-code), Offset: -1}
 	if m.Flags&unix.NLM_F_ACK_TLVS == 0 {
@@ -153,20 +154,20 @@ func parseError(m rawMessage, req []byte) error {
 	tlv := 4
 	if m.Type == unix.NLMSG_ERROR {
 		if len(m.Data) < nlmsgerrLen {
-			return errorf("%w: error message of %d bytes", ErrMalformed, len(m.Data))
+			return outline.Errorf("%w: error message of %d bytes", ErrMalformed, len(m.Data))
 		}
 		tlv = nlmsgerrLen
 		if m.Flags&unix.NLM_F_CAPPED == 0 {
 			ol := int(binary.NativeEndian.Uint32(m.Data[4:]))
 			if ol < nlmsgHeaderLen || 4+align(ol) > len(m.Data) {
-				return errorf("%w: echoed request of length %d in an error of %d bytes", ErrMalformed, ol, len(m.Data))
+				return outline.Errorf("%w: echoed request of length %d in an error of %d bytes", ErrMalformed, ol, len(m.Data))
 			}
 			tlv = 4 + align(ol)
 		}
 	}
 	attrs, err := DecodeAttrs(m.Data[tlv:])
 	if err != nil {
-		return errorf("extended ack: %w", err)
+		return outline.Errorf("extended ack: %w", err)
 	}
 	for _, a := range attrs {
 		switch a.Type {

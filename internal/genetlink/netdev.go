@@ -3,6 +3,8 @@ package genetlink
 import (
 	"context"
 	"errors"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // The netdev family, Documentation/netlink/specs/netdev.yaml in the kernel
@@ -190,7 +192,7 @@ var netdevOps = map[string]uint8{
 
 // errNotSupported is the error of a command the kernel lacks.
 func errNotSupported(op string) error {
-	return errorf("genetlink: netdev %s: not supported by this kernel: %w", op, errors.ErrUnsupported)
+	return outline.Errorf("genetlink: netdev %s: not supported by this kernel: %w", op, errors.ErrUnsupported)
 }
 
 // dump runs a dump of op filtered to ifindex (0: every device).
@@ -271,7 +273,7 @@ func (n *Netdev) NAPI(ctx context.Context, id uint32) (NAPI, error) {
 		return NAPI{}, err
 	}
 	if len(msgs) != 1 {
-		return NAPI{}, errorf("genetlink: netdev %s %d: %d replies, want 1", op, id, len(msgs))
+		return NAPI{}, outline.Errorf("genetlink: netdev %s %d: %d replies, want 1", op, id, len(msgs))
 	}
 	return DecodeNAPI(msgs[0].Attrs)
 }
@@ -342,7 +344,7 @@ func ifindexFilter(attr uint16, ifindex uint32) func(*Encoder) {
 func each(msgs []Message, dec func([]byte) error) error {
 	for i, m := range msgs {
 		if err := dec(m.Attrs); err != nil {
-			return errorf("genetlink: netdev reply %d: %w", i, err)
+			return outline.Errorf("genetlink: netdev reply %d: %w", i, err)
 		}
 	}
 	return nil
@@ -370,11 +372,11 @@ func DecodeDev(b []byte) (Dev, error) {
 			d.XSKFeatures, err = a.U64()
 		}
 		if err != nil {
-			return Dev{}, errorf("dev: %w", err)
+			return Dev{}, outline.Errorf("dev: %w", err)
 		}
 	}
 	if d.Ifindex == 0 {
-		return Dev{}, errorf("%w: dev without ifindex", ErrMalformed)
+		return Dev{}, outline.Errorf("%w: dev without ifindex", ErrMalformed)
 	}
 	return d, nil
 }
@@ -405,12 +407,12 @@ func DecodeQueue(b []byte) (Queue, error) {
 			continue
 		}
 		if err != nil {
-			return Queue{}, errorf("queue: %w", err)
+			return Queue{}, outline.Errorf("queue: %w", err)
 		}
 		have |= 1 << a.Type
 	}
 	if need := uint(1<<queueID | 1<<queueIfindex | 1<<queueType); have&need != need {
-		return Queue{}, errorf("%w: queue without id, ifindex or type", ErrMalformed)
+		return Queue{}, outline.Errorf("%w: queue without id, ifindex or type", ErrMalformed)
 	}
 	return q, nil
 }
@@ -422,7 +424,7 @@ func queueTypeName(t uint32) (string, error) {
 	case queueTypeTX:
 		return QueueTX, nil
 	}
-	return "", errorf("%w: queue type %d", ErrMalformed, t)
+	return "", outline.Errorf("%w: queue type %d", ErrMalformed, t)
 }
 
 // DecodeNAPI decodes the attributes of a napi-get reply; id and ifindex
@@ -445,14 +447,14 @@ func DecodeNAPI(b []byte) (NAPI, error) {
 		case napiIRQ:
 			if v, err = a.U32(); err == nil {
 				if v > 1<<30 {
-					err = errorf("%w: irq %d", ErrMalformed, v)
+					err = outline.Errorf("%w: irq %d", ErrMalformed, v)
 				}
 				n.IRQ = int(v)
 			}
 		case napiPID:
 			if v, err = a.U32(); err == nil {
 				if v > 1<<30 {
-					err = errorf("%w: pid %d", ErrMalformed, v)
+					err = outline.Errorf("%w: pid %d", ErrMalformed, v)
 				}
 				n.PID = int(v)
 			}
@@ -472,7 +474,7 @@ func DecodeNAPI(b []byte) (NAPI, error) {
 			// The spec says u32; a draft sent a uint. Accept both.
 			if u, err = a.Uint(); err == nil {
 				if u > 0xffffffff {
-					err = errorf("%w: threaded %d", ErrMalformed, u)
+					err = outline.Errorf("%w: threaded %d", ErrMalformed, u)
 				}
 				v = uint32(u)
 				n.Config.Threaded = &v
@@ -481,12 +483,12 @@ func DecodeNAPI(b []byte) (NAPI, error) {
 			continue
 		}
 		if err != nil {
-			return NAPI{}, errorf("napi: %w", err)
+			return NAPI{}, outline.Errorf("napi: %w", err)
 		}
 		have |= 1 << a.Type
 	}
 	if need := uint(1<<napiID | 1<<napiIfindex); have&need != need {
-		return NAPI{}, errorf("%w: napi without id or ifindex", ErrMalformed)
+		return NAPI{}, outline.Errorf("%w: napi without id or ifindex", ErrMalformed)
 	}
 	return n, nil
 }
@@ -536,14 +538,14 @@ func DecodeQStats(b []byte) (QStats, error) {
 			}
 		}
 		if err != nil {
-			return QStats{}, errorf("qstats: %w", err)
+			return QStats{}, outline.Errorf("qstats: %w", err)
 		}
 		if a.Type < 8 {
 			have |= 1 << a.Type
 		}
 	}
 	if need := uint(1<<qstatsIfindex | 1<<qstatsQueueType | 1<<qstatsQueueID); have&need != need {
-		return QStats{}, errorf("%w: qstats without ifindex, queue-type or queue-id", ErrMalformed)
+		return QStats{}, outline.Errorf("%w: qstats without ifindex, queue-type or queue-id", ErrMalformed)
 	}
 	return s, nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // Type is a blobmsg value type, as in libubox's blobmsg.h (enum blobmsg_type).
@@ -199,11 +201,11 @@ func valueSize(a *Attr, depth int) (int, error) {
 		return 1, nil
 	case TypeTable, TypeArray:
 		if depth >= MaxDepth {
-			return 0, errorf("ubus: encode %q: nesting deeper than %d", a.Name, MaxDepth)
+			return 0, outline.Errorf("ubus: encode %q: nesting deeper than %d", a.Name, MaxDepth)
 		}
 		return attrsSize(a.Children, a.Type == TypeArray, depth+1)
 	default:
-		return 0, errorf("ubus: encode %q: unknown blobmsg type %d", a.Name, a.Type)
+		return 0, outline.Errorf("ubus: encode %q: unknown blobmsg type %d", a.Name, a.Type)
 	}
 }
 
@@ -217,7 +219,7 @@ func attrsSize(attrs []Attr, array bool, depth int) (int, error) {
 			name = 0
 		}
 		if name > math.MaxUint16 {
-			return 0, errorf("ubus: encode: name of %d bytes too long", name)
+			return 0, outline.Errorf("ubus: encode: name of %d bytes too long", name)
 		}
 		v, err := valueSize(a, depth)
 		if err != nil {
@@ -225,11 +227,11 @@ func attrsSize(attrs []Attr, array bool, depth int) (int, error) {
 		}
 		l := 4 + blobmsgHdrLen(name) + v
 		if l > maxAttrLen {
-			return 0, errorf("ubus: encode %q: %d bytes exceed the blob length field", a.Name, l)
+			return 0, outline.Errorf("ubus: encode %q: %d bytes exceed the blob length field", a.Name, l)
 		}
 		total += pad4(l)
 		if total > MaxMessageLen {
-			return 0, errorf("ubus: encode: more than %d bytes", MaxMessageLen)
+			return 0, outline.Errorf("ubus: encode: more than %d bytes", MaxMessageLen)
 		}
 	}
 	return total, nil
@@ -286,14 +288,14 @@ func appendAttrs(b []byte, attrs []Attr, array bool) []byte {
 // than MaxDepth is refused. Errors wrap ErrMalformed.
 func DecodeAttrs(b []byte, isArray bool) ([]Attr, error) {
 	if len(b) > MaxMessageLen {
-		return nil, errorf("%w: %d bytes exceed %d", ErrMalformed, len(b), MaxMessageLen)
+		return nil, outline.Errorf("%w: %d bytes exceed %d", ErrMalformed, len(b), MaxMessageLen)
 	}
 	return decodeList(b, isArray, 0)
 }
 
 func decodeList(b []byte, isArray bool, depth int) ([]Attr, error) {
 	if depth > MaxDepth {
-		return nil, errorf("%w: nesting deeper than %d", ErrMalformed, MaxDepth)
+		return nil, outline.Errorf("%w: nesting deeper than %d", ErrMalformed, MaxDepth)
 	}
 	// Count first so the slice is allocated once and never beyond the input.
 	n := 0
@@ -308,7 +310,7 @@ func decodeList(b []byte, isArray bool, depth int) ([]Attr, error) {
 	for off := 0; off < len(b); {
 		a, l, err := decodeOne(b[off:], isArray, depth)
 		if err != nil {
-			return nil, errorf("blobmsg at offset %d: %w", off, err)
+			return nil, outline.Errorf("blobmsg at offset %d: %w", off, err)
 		}
 		attrs = append(attrs, a)
 		off += pad4(l)
@@ -319,11 +321,11 @@ func decodeList(b []byte, isArray bool, depth int) ([]Attr, error) {
 // blobLen returns the length of the attribute at the start of b.
 func blobLen(b []byte) (int, error) {
 	if len(b) < 4 {
-		return 0, errorf("%w: %d trailing bytes", ErrMalformed, len(b))
+		return 0, outline.Errorf("%w: %d trailing bytes", ErrMalformed, len(b))
 	}
 	l := int(binary.BigEndian.Uint32(b) & maxAttrLen)
 	if l < 4 || l > len(b) {
-		return 0, errorf("%w: attribute length %d outside 4..%d", ErrMalformed, l, len(b))
+		return 0, outline.Errorf("%w: attribute length %d outside 4..%d", ErrMalformed, l, len(b))
 	}
 	return l, nil
 }
@@ -335,20 +337,20 @@ func decodeOne(b []byte, isArray bool, depth int) (Attr, int, error) {
 	}
 	h := binary.BigEndian.Uint32(b)
 	if h&(1<<31) == 0 {
-		return Attr{}, 0, errorf("%w: not a blobmsg (extended) attribute", ErrMalformed)
+		return Attr{}, 0, outline.Errorf("%w: not a blobmsg (extended) attribute", ErrMalformed)
 	}
 	t := Type(h >> 24 & 0x7f)
 	if t > TypeDouble {
-		return Attr{}, 0, errorf("%w: unknown blobmsg type %d", ErrMalformed, t)
+		return Attr{}, 0, outline.Errorf("%w: unknown blobmsg type %d", ErrMalformed, t)
 	}
 	p := b[4:l]
 	if len(p) < 3 {
-		return Attr{}, 0, errorf("%w: blobmsg header of %d bytes", ErrMalformed, len(p))
+		return Attr{}, 0, outline.Errorf("%w: blobmsg header of %d bytes", ErrMalformed, len(p))
 	}
 	nl := int(binary.BigEndian.Uint16(p))
 	hl := blobmsgHdrLen(nl)
 	if hl > len(p) || p[2+nl] != 0 {
-		return Attr{}, 0, errorf("%w: name of %d bytes does not fit or is not terminated", ErrMalformed, nl)
+		return Attr{}, 0, outline.Errorf("%w: name of %d bytes does not fit or is not terminated", ErrMalformed, nl)
 	}
 	a := Attr{Type: t}
 	if !isArray {
@@ -359,12 +361,12 @@ func decodeOne(b []byte, isArray bool, depth int) (Attr, int, error) {
 	case TypeUnspec:
 	case TypeString:
 		if len(d) == 0 || d[len(d)-1] != 0 {
-			return Attr{}, 0, errorf("%w: string %q not NUL-terminated", ErrMalformed, a.Name)
+			return Attr{}, 0, outline.Errorf("%w: string %q not NUL-terminated", ErrMalformed, a.Name)
 		}
 		a.Str = string(d[:len(d)-1])
 	case TypeInt64, TypeInt32, TypeInt16, TypeInt8, TypeDouble:
 		if len(d) != fixedSize(t) {
-			return Attr{}, 0, errorf("%w: %s %q of %d bytes", ErrMalformed, t, a.Name, len(d))
+			return Attr{}, 0, outline.Errorf("%w: %s %q of %d bytes", ErrMalformed, t, a.Name, len(d))
 		}
 		switch t {
 		case TypeInt64:

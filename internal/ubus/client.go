@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // ErrNotConnected is returned (wrapped) by Client requests while the Client
@@ -73,7 +74,7 @@ type Client struct {
 	log        Logger
 	onConnect  func(context.Context, *Conn)
 
-	mu      sync.Mutex
+	mu      outline.Mutex
 	conn    *Conn
 	objects []*Object
 }
@@ -209,7 +210,7 @@ func (c *Client) current() (*Conn, error) {
 func (c *Client) Call(ctx context.Context, path, method string, args []Attr) ([]Attr, error) {
 	conn, err := c.current()
 	if err != nil {
-		return nil, errorf("ubus: call %s %s: %w", path, method, err)
+		return nil, outline.Errorf("ubus: call %s %s: %w", path, method, err)
 	}
 	return conn.Call(ctx, path, method, args)
 }
@@ -218,7 +219,7 @@ func (c *Client) Call(ctx context.Context, path, method string, args []Attr) ([]
 func (c *Client) Invoke(ctx context.Context, objID uint32, method string, args []Attr) ([]Attr, error) {
 	conn, err := c.current()
 	if err != nil {
-		return nil, errorf("ubus: invoke %s: %w", method, err)
+		return nil, outline.Errorf("ubus: invoke %s: %w", method, err)
 	}
 	return conn.Invoke(ctx, objID, method, args)
 }
@@ -227,7 +228,7 @@ func (c *Client) Invoke(ctx context.Context, objID uint32, method string, args [
 func (c *Client) Lookup(ctx context.Context, pattern string) ([]ObjectInfo, error) {
 	conn, err := c.current()
 	if err != nil {
-		return nil, errorf("ubus: lookup %q: %w", pattern, err)
+		return nil, outline.Errorf("ubus: lookup %q: %w", pattern, err)
 	}
 	return conn.Lookup(ctx, pattern)
 }
@@ -236,7 +237,7 @@ func (c *Client) Lookup(ctx context.Context, pattern string) ([]ObjectInfo, erro
 func (c *Client) Send(ctx context.Context, event string, data []Attr) error {
 	conn, err := c.current()
 	if err != nil {
-		return errorf("ubus: send %s: %w", event, err)
+		return outline.Errorf("ubus: send %s: %w", event, err)
 	}
 	return conn.Send(ctx, event, data)
 }
@@ -245,7 +246,7 @@ func (c *Client) Send(ctx context.Context, event string, data []Attr) error {
 func (c *Client) Notify(ctx context.Context, obj *Object, typ string, data []Attr) error {
 	conn, err := c.current()
 	if err != nil {
-		return errorf("ubus: notify %s: %w", obj.Path, err)
+		return outline.Errorf("ubus: notify %s: %w", obj.Path, err)
 	}
 	return conn.Notify(ctx, obj, typ, data)
 }

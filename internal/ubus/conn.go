@@ -5,8 +5,9 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // Default socket paths, tried in this order when Dial is given "".
@@ -70,12 +71,12 @@ type Conn struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	wmu  sync.Mutex
+	wmu  outline.Mutex
 	wbuf []byte
 	// refused holds answers to refused invokes not yet written (see refuse).
 	refused []byte
 
-	mu      sync.Mutex
+	mu      outline.Mutex
 	seq     uint16
 	pending map[uint16]*request
 	objects map[uint32]*Object
@@ -99,7 +100,7 @@ func Dial(ctx context.Context, path string) (*Conn, error) {
 		var nc Transport
 		nc, err = DialUnix(ctx, p)
 		if err != nil {
-			err = errorf("ubus: dial: %w", err)
+			err = outline.Errorf("ubus: dial: %w", err)
 			continue
 		}
 		return NewConn(ctx, nc)
@@ -119,12 +120,12 @@ func NewConn(ctx context.Context, nc Transport) (*Conn, error) {
 		if err == nil || ctx.Err() != nil {
 			err = errors.Join(ctx.Err(), err)
 		}
-		return nil, errorf("ubus: read HELLO: %w", err)
+		return nil, outline.Errorf("ubus: read HELLO: %w", err)
 	}
 	_ = nc.SetReadDeadline(time.Time{})
 	if hello.Type != MsgHello {
 		nc.Close()
-		return nil, errorf("%w: first message is %s, not HELLO", ErrMalformed, hello.Type)
+		return nil, outline.Errorf("%w: first message is %s, not HELLO", ErrMalformed, hello.Type)
 	}
 	cctx, cancel := context.WithCancel(context.Background())
 	c := &Conn{
@@ -198,7 +199,7 @@ func (c *Conn) readLoop(br *bufio.Reader) {
 			c.flushRefused()
 		}
 	}
-	c.fail(errorf("%w: %w", ErrClosed, err))
+	c.fail(outline.Errorf("%w: %w", ErrClosed, err))
 	c.cancel()
 	c.mu.Lock()
 	pending := c.pending
@@ -289,8 +290,8 @@ func (c *Conn) write(msgs ...*Message) error {
 	}
 	_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if _, err := c.nc.Write(b); err != nil {
-		c.fail(errorf("%w: write: %w", ErrClosed, err))
-		return errorf("%w: write: %w", ErrClosed, err)
+		c.fail(outline.Errorf("%w: write: %w", ErrClosed, err))
+		return outline.Errorf("%w: write: %w", ErrClosed, err)
 	}
 	return nil
 }
@@ -301,7 +302,7 @@ func (c *Conn) newRequestLocked(r *request) (uint16, error) {
 		return 0, c.err
 	}
 	if len(c.pending) >= 1<<16-1 {
-		return 0, errorf("ubus: %d requests in flight: %w", len(c.pending), StatusNoMemory)
+		return 0, outline.Errorf("ubus: %d requests in flight: %w", len(c.pending), StatusNoMemory)
 	}
 	for {
 		c.seq++
@@ -337,7 +338,7 @@ func (c *Conn) roundTrip(ctx context.Context, m *Message, onData func(*Message))
 	case <-r.done:
 	case <-ctx.Done():
 		c.forget(seq, r)
-		return nil, errorf("ubus: %s: %w", m.Type, ctx.Err())
+		return nil, outline.Errorf("ubus: %s: %w", m.Type, ctx.Err())
 	}
 	// r.done was closed by the reader after its last write to r.
 	if !r.completed {
@@ -369,13 +370,13 @@ func (c *Conn) Lookup(ctx context.Context, pattern string) ([]ObjectInfo, error)
 	}
 	data, err := c.roundTrip(ctx, m, nil)
 	if err != nil {
-		return nil, errorf("ubus: lookup %q: %w", pattern, err)
+		return nil, outline.Errorf("ubus: lookup %q: %w", pattern, err)
 	}
 	infos := make([]ObjectInfo, 0, len(data))
 	for _, d := range data {
 		info, err := parseObjectInfo(d)
 		if err != nil {
-			return nil, errorf("ubus: lookup %q: %w", pattern, err)
+			return nil, outline.Errorf("ubus: lookup %q: %w", pattern, err)
 		}
 		infos = append(infos, info)
 	}
@@ -386,16 +387,16 @@ func parseObjectInfo(d *Message) (ObjectInfo, error) {
 	var info ObjectInfo
 	var ok bool
 	if info.Path, ok = d.Str(AttrObjPath); !ok {
-		return info, errorf("%w: lookup reply without path", ErrMalformed)
+		return info, outline.Errorf("%w: lookup reply without path", ErrMalformed)
 	}
 	if info.ID, ok = d.U32(AttrObjID); !ok {
-		return info, errorf("%w: lookup reply without object id", ErrMalformed)
+		return info, outline.Errorf("%w: lookup reply without object id", ErrMalformed)
 	}
 	info.TypeID, _ = d.U32(AttrObjType)
 	if a, ok := d.Get(AttrSignature); ok {
 		methods, err := a.Blobmsg()
 		if err != nil {
-			return info, errorf("signature of %s: %w", info.Path, err)
+			return info, outline.Errorf("signature of %s: %w", info.Path, err)
 		}
 		for _, m := range methods {
 			ms := MethodSig{Name: m.Name, Args: make([]ArgSig, 0, len(m.Children))}
@@ -411,14 +412,14 @@ func parseObjectInfo(d *Message) (ObjectInfo, error) {
 // LookupID returns the id of the object at exactly path.
 func (c *Conn) LookupID(ctx context.Context, path string) (uint32, error) {
 	if path == "" || strings.HasSuffix(path, "*") {
-		return 0, errorf("ubus: lookup %q: %w", path, StatusInvalidArgument)
+		return 0, outline.Errorf("ubus: lookup %q: %w", path, StatusInvalidArgument)
 	}
 	infos, err := c.Lookup(ctx, path)
 	if err != nil {
 		return 0, err
 	}
 	if len(infos) == 0 {
-		return 0, errorf("ubus: lookup %q: %w", path, StatusNotFound)
+		return 0, outline.Errorf("ubus: lookup %q: %w", path, StatusNotFound)
 	}
 	return infos[0].ID, nil
 }
@@ -439,7 +440,7 @@ func (c *Conn) Call(ctx context.Context, path, method string, args []Attr) ([]At
 func (c *Conn) Invoke(ctx context.Context, objID uint32, method string, args []Attr) ([]Attr, error) {
 	da, err := BlobmsgAttr(AttrData, args)
 	if err != nil {
-		return nil, errorf("ubus: invoke %s: %w", method, err)
+		return nil, outline.Errorf("ubus: invoke %s: %w", method, err)
 	}
 	m := &Message{Type: MsgInvoke, Peer: objID, Attrs: []MsgAttr{
 		U32Attr(AttrObjID, objID), StringAttr(AttrMethod, method), da}}
@@ -452,12 +453,12 @@ func (c *Conn) Invoke(ctx context.Context, objID uint32, method string, args []A
 		}
 		attrs, derr := a.Blobmsg()
 		if derr != nil {
-			return nil, errorf("ubus: invoke %s: reply: %w", method, derr)
+			return nil, outline.Errorf("ubus: invoke %s: reply: %w", method, derr)
 		}
 		out = append(out, attrs...)
 	}
 	if err != nil {
-		return out, errorf("ubus: invoke %s: %w", method, err)
+		return out, outline.Errorf("ubus: invoke %s: %w", method, err)
 	}
 	return out, nil
 }

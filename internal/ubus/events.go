@@ -3,6 +3,8 @@ package ubus
 import (
 	"context"
 	"sync"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // notifyFunc receives events and notifications for a client-side object.
@@ -15,7 +17,7 @@ const sinkMax = 4096
 // sink is a client-side object that receives events or notifications; its
 // callback runs on its own goroutine, one item after another, in order.
 type sink struct {
-	mu      sync.Mutex
+	mu      outline.Mutex
 	items   []sinkItem
 	closed  bool
 	wake    chan struct{}
@@ -82,7 +84,7 @@ func (s *sink) run(fn notifyFunc) {
 func (c *Conn) Send(ctx context.Context, event string, data []Attr) error {
 	_, err := c.Invoke(ctx, EventObjectID, "send", []Attr{String("id", event), Table("data", data...)})
 	if err != nil {
-		return errorf("ubus: send %s: %w", event, err)
+		return outline.Errorf("ubus: send %s: %w", event, err)
 	}
 	return nil
 }
@@ -141,12 +143,12 @@ func (c *Conn) removeRemote(ctx context.Context, id uint32) error {
 func (c *Conn) Listen(ctx context.Context, pattern string, fn func(event string, data []Attr)) (stop func() error, err error) {
 	id, _, err := c.addSink(ctx, fn)
 	if err != nil {
-		return nil, errorf("ubus: listen %q: %w", pattern, err)
+		return nil, outline.Errorf("ubus: listen %q: %w", pattern, err)
 	}
 	if _, err := c.Invoke(ctx, EventObjectID, "register", []Attr{Int32("object", int32(id)), String("pattern", pattern)}); err != nil {
 		c.dropSink(id)
 		_ = c.removeRemote(context.Background(), id)
-		return nil, errorf("ubus: listen %q: %w", pattern, err)
+		return nil, outline.Errorf("ubus: listen %q: %w", pattern, err)
 	}
 	return c.stopper(id), nil
 }
@@ -171,7 +173,7 @@ func (c *Conn) stopper(id uint32) func() error {
 func (c *Conn) Subscribe(ctx context.Context, path string, fn func(typ string, data []Attr)) (stop func() error, err error) {
 	id, _, err := c.addSink(ctx, fn)
 	if err != nil {
-		return nil, errorf("ubus: subscribe %q: %w", path, err)
+		return nil, outline.Errorf("ubus: subscribe %q: %w", path, err)
 	}
 	target, err := c.LookupID(ctx, path)
 	if err == nil {
@@ -181,7 +183,7 @@ func (c *Conn) Subscribe(ctx context.Context, path string, fn func(typ string, d
 	if err != nil {
 		c.dropSink(id)
 		_ = c.removeRemote(context.Background(), id)
-		return nil, errorf("ubus: subscribe %q: %w", path, err)
+		return nil, outline.Errorf("ubus: subscribe %q: %w", path, err)
 	}
 	return c.stopper(id), nil
 }

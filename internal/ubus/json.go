@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // AttrsFromJSON converts a JSON object into blobmsg attributes the way the
@@ -21,23 +23,23 @@ import (
 // surrogate replaced by U+FFFD.
 func AttrsFromJSON(data []byte) ([]Attr, error) {
 	if len(data) > MaxMessageLen {
-		return nil, errorf("ubus: json: %d bytes exceed %d", len(data), MaxMessageLen)
+		return nil, outline.Errorf("ubus: json: %d bytes exceed %d", len(data), MaxMessageLen)
 	}
 	s := jsonScanner{data: data}
 	s.space()
 	if !s.next('{') {
 		if s.pos == len(data) {
-			return nil, errorf("ubus: json: %w", io.ErrUnexpectedEOF)
+			return nil, outline.Errorf("ubus: json: %w", io.ErrUnexpectedEOF)
 		}
-		return nil, errorf("ubus: json: top level must be an object")
+		return nil, outline.Errorf("ubus: json: top level must be an object")
 	}
 	attrs, err := s.object(0)
 	if err != nil {
-		return nil, errorf("ubus: json: %w", err)
+		return nil, outline.Errorf("ubus: json: %w", err)
 	}
 	s.space()
 	if s.pos != len(data) {
-		return nil, errorf("ubus: json: trailing data after the object")
+		return nil, outline.Errorf("ubus: json: trailing data after the object")
 	}
 	return attrs, nil
 }
@@ -73,9 +75,9 @@ func (s *jsonScanner) next(c byte) bool {
 // syntax reports what was found at pos where want was expected.
 func (s *jsonScanner) syntax(want string) error {
 	if s.pos >= len(s.data) {
-		return errorf("%w: %s expected", io.ErrUnexpectedEOF, want)
+		return outline.Errorf("%w: %s expected", io.ErrUnexpectedEOF, want)
 	}
-	return errorf("offset %d: %s expected, found %q", s.pos, want, s.data[s.pos])
+	return outline.Errorf("offset %d: %s expected, found %q", s.pos, want, s.data[s.pos])
 }
 
 // object reads the members of an object whose '{' has been consumed.
@@ -163,7 +165,7 @@ func (s *jsonScanner) value(name string, depth int) (Attr, error) {
 	switch c := s.data[s.pos]; {
 	case c == '{' || c == '[':
 		if depth >= MaxDepth {
-			return Attr{}, errorf("nesting deeper than %d", MaxDepth)
+			return Attr{}, outline.Errorf("nesting deeper than %d", MaxDepth)
 		}
 		s.pos++
 		if c == '{' {
@@ -229,13 +231,13 @@ func (s *jsonScanner) number(name string) (Attr, error) {
 	if integer {
 		i, err := strconv.ParseInt(text, 10, 64)
 		if err != nil {
-			return Attr{}, errorf("%q: integer %s out of range", name, text)
+			return Attr{}, outline.Errorf("%q: integer %s out of range", name, text)
 		}
 		return intAttr(name, i), nil
 	}
 	f, err := strconv.ParseFloat(text, 64)
 	if err != nil {
-		return Attr{}, errorf("%q: number %s out of range", name, text)
+		return Attr{}, outline.Errorf("%q: number %s out of range", name, text)
 	}
 	return Double(name, f), nil
 }
@@ -297,10 +299,10 @@ func (s *jsonScanner) str() (string, error) {
 			s.pos++
 			return string(buf), nil
 		case c < ' ':
-			return "", errorf("offset %d: control character %q in string", s.pos, c)
+			return "", outline.Errorf("offset %d: control character %q in string", s.pos, c)
 		case c == '\\':
 			if s.pos+1 >= len(s.data) {
-				return "", errorf("%w: string escape", io.ErrUnexpectedEOF)
+				return "", outline.Errorf("%w: string escape", io.ErrUnexpectedEOF)
 			}
 			e := s.data[s.pos+1]
 			s.pos += 2
@@ -320,7 +322,7 @@ func (s *jsonScanner) str() (string, error) {
 			case 'u':
 				r := hex4(s.data[s.pos:])
 				if r < 0 {
-					return "", errorf("offset %d: bad \\u escape", s.pos-2)
+					return "", outline.Errorf("offset %d: bad \\u escape", s.pos-2)
 				}
 				s.pos += 4
 				if utf16.IsSurrogate(r) {
@@ -337,7 +339,7 @@ func (s *jsonScanner) str() (string, error) {
 				}
 				buf = utf8.AppendRune(buf, r)
 			default:
-				return "", errorf("offset %d: bad escape \\%c", s.pos-2, e)
+				return "", outline.Errorf("offset %d: bad escape \\%c", s.pos-2, e)
 			}
 		case c < utf8.RuneSelf:
 			buf = append(buf, c)
@@ -352,7 +354,7 @@ func (s *jsonScanner) str() (string, error) {
 			s.pos += n
 		}
 	}
-	return "", errorf("%w: unterminated string", io.ErrUnexpectedEOF)
+	return "", outline.Errorf("%w: unterminated string", io.ErrUnexpectedEOF)
 }
 
 // AttrsToJSON formats attributes as one JSON object the way the stock

@@ -1,5 +1,7 @@
 package ubus
 
+import "github.com/packet-steering/packet-steering/internal/outline"
+
 // MarshalJSON is encoding/json's Marshal for the values AttrsFromValue
 // takes (structs with json tags, maps, and pointers to them), with
 // AttrsToStdJSON's formatting (indent "" for one line). It lets the
@@ -22,7 +24,7 @@ func UnmarshalJSON(data []byte, v any) error {
 		return err
 	}
 	if err := AttrsToValue(attrs, v); err != nil {
-		return errorf("ubus: json: %w", err)
+		return outline.Errorf("ubus: json: %w", err)
 	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // MsgType is the type of a ubus message (enum ubus_msg_type, ubusmsg.h).
@@ -155,7 +157,7 @@ func BlobmsgAttr(id AttrID, attrs []Attr) (MsgAttr, error) {
 // U32 returns the attribute's 32-bit value.
 func (a MsgAttr) U32() (uint32, error) {
 	if len(a.Data) != 4 {
-		return 0, errorf("%w: attribute %d: %d bytes, want 4", ErrMalformed, a.ID, len(a.Data))
+		return 0, outline.Errorf("%w: attribute %d: %d bytes, want 4", ErrMalformed, a.ID, len(a.Data))
 	}
 	return binary.BigEndian.Uint32(a.Data), nil
 }
@@ -163,7 +165,7 @@ func (a MsgAttr) U32() (uint32, error) {
 // U8 returns the attribute's 8-bit value.
 func (a MsgAttr) U8() (uint8, error) {
 	if len(a.Data) < 1 {
-		return 0, errorf("%w: attribute %d: empty", ErrMalformed, a.ID)
+		return 0, outline.Errorf("%w: attribute %d: empty", ErrMalformed, a.ID)
 	}
 	return a.Data[0], nil
 }
@@ -171,7 +173,7 @@ func (a MsgAttr) U8() (uint8, error) {
 // String returns the attribute's NUL-terminated string.
 func (a MsgAttr) String() (string, error) {
 	if len(a.Data) == 0 || a.Data[len(a.Data)-1] != 0 {
-		return "", errorf("%w: attribute %d: string not NUL-terminated", ErrMalformed, a.ID)
+		return "", outline.Errorf("%w: attribute %d: string not NUL-terminated", ErrMalformed, a.ID)
 	}
 	return string(a.Data[:len(a.Data)-1]), nil
 }
@@ -243,12 +245,12 @@ func (m *Message) AppendBinary(b []byte) ([]byte, error) {
 	body := 4
 	for _, a := range m.Attrs {
 		if a.ID >= 128 {
-			return b, errorf("ubus: attribute id %d out of range", a.ID)
+			return b, outline.Errorf("ubus: attribute id %d out of range", a.ID)
 		}
 		body += pad4(4 + len(a.Data))
 	}
 	if body > MaxMessageLen {
-		return b, errorf("ubus: message body of %d bytes exceeds %d", body, MaxMessageLen)
+		return b, outline.Errorf("ubus: message body of %d bytes exceeds %d", body, MaxMessageLen)
 	}
 	b = append(b, m.Version, uint8(m.Type))
 	b = binary.BigEndian.AppendUint16(b, m.Seq)
@@ -267,14 +269,14 @@ func (m *Message) AppendBinary(b []byte) ([]byte, error) {
 // alias data. Errors wrap ErrMalformed.
 func (m *Message) UnmarshalBinary(data []byte) error {
 	if len(data) < HeaderLen+4 {
-		return errorf("%w: message of %d bytes", ErrMalformed, len(data))
+		return outline.Errorf("%w: message of %d bytes", ErrMalformed, len(data))
 	}
 	bl, err := bodyLen(data[HeaderLen:])
 	if err != nil {
 		return err
 	}
 	if HeaderLen+bl != len(data) {
-		return errorf("%w: body length %d, have %d bytes", ErrMalformed, bl, len(data)-HeaderLen)
+		return outline.Errorf("%w: body length %d, have %d bytes", ErrMalformed, bl, len(data)-HeaderLen)
 	}
 	m.Version = data[0]
 	m.Type = MsgType(data[1])
@@ -293,7 +295,7 @@ func (m *Message) UnmarshalBinary(data []byte) error {
 	for off := 0; off < len(body); {
 		h := binary.BigEndian.Uint32(body[off:])
 		if h&(1<<31) != 0 {
-			return errorf("%w: extended attribute in message body", ErrMalformed)
+			return outline.Errorf("%w: extended attribute in message body", ErrMalformed)
 		}
 		l := int(h & maxAttrLen)
 		m.Attrs = append(m.Attrs, MsgAttr{ID: AttrID(h >> 24), Data: body[off+4 : off+l]})
@@ -306,11 +308,11 @@ func (m *Message) UnmarshalBinary(data []byte) error {
 func bodyLen(b []byte) (int, error) {
 	h := binary.BigEndian.Uint32(b)
 	if h>>24 != 0 {
-		return 0, errorf("%w: body header 0x%08x", ErrMalformed, h)
+		return 0, outline.Errorf("%w: body header 0x%08x", ErrMalformed, h)
 	}
 	l := int(h)
 	if l < 4 || l > MaxMessageLen {
-		return 0, errorf("%w: body length %d outside 4..%d", ErrMalformed, l, MaxMessageLen)
+		return 0, outline.Errorf("%w: body length %d outside 4..%d", ErrMalformed, l, MaxMessageLen)
 	}
 	return l, nil
 }
@@ -333,27 +335,27 @@ func ReadMessage(r io.Reader, maxLen int) (*Message, error) {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
-			return nil, errorf("ubus: read header: %w", err)
+			return nil, outline.Errorf("ubus: read header: %w", err)
 		}
 		bl, err := bodyLen(hdr[HeaderLen:])
 		if err != nil {
 			return nil, err
 		}
 		if bl > maxLen {
-			return nil, errorf("%w: body length %d exceeds %d", ErrMalformed, bl, maxLen)
+			return nil, outline.Errorf("%w: body length %d exceeds %d", ErrMalformed, bl, maxLen)
 		}
 		buf = make([]byte, HeaderLen+bl)
 		if _, err := io.ReadFull(br, buf); err != nil {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
-			return nil, errorf("ubus: read body: %w", err)
+			return nil, outline.Errorf("ubus: read body: %w", err)
 		}
 	} else {
 		var hdr [HeaderLen + 4]byte
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			if errors.Is(err, io.ErrUnexpectedEOF) {
-				return nil, errorf("ubus: read header: %w", err)
+				return nil, outline.Errorf("ubus: read header: %w", err)
 			}
 			return nil, err
 		}
@@ -362,7 +364,7 @@ func ReadMessage(r io.Reader, maxLen int) (*Message, error) {
 			return nil, err
 		}
 		if bl > maxLen {
-			return nil, errorf("%w: body length %d exceeds %d", ErrMalformed, bl, maxLen)
+			return nil, outline.Errorf("%w: body length %d exceeds %d", ErrMalformed, bl, maxLen)
 		}
 		buf = make([]byte, HeaderLen+bl)
 		copy(buf, hdr[:])
@@ -370,7 +372,7 @@ func ReadMessage(r io.Reader, maxLen int) (*Message, error) {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
-			return nil, errorf("ubus: read body: %w", err)
+			return nil, outline.Errorf("ubus: read body: %w", err)
 		}
 	}
 	m := new(Message)

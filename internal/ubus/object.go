@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // Request is one method call received by a registered object.
@@ -54,7 +55,7 @@ type Object struct {
 	// subscriber (true) or loses its last one (false).
 	OnSubscribe func(active bool)
 
-	mu         sync.Mutex
+	mu         outline.Mutex
 	conn       *Conn
 	id, typeID uint32
 	subscribed bool
@@ -186,7 +187,7 @@ type call struct {
 // MaxCallWorkers goroutines, started on demand and ended when the queue is
 // empty (an idle connection has none).
 type callQueue struct {
-	mu       sync.Mutex
+	mu       outline.Mutex
 	waiting  []call
 	workers  int
 	inFlight int
@@ -287,7 +288,7 @@ func (c *Conn) serve(m *Message, id uint32, meth *Method, req *Request) {
 func callHandler(ctx context.Context, h Handler, req *Request) (data []Attr, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			data, err = nil, errorf("%w: handler panic: %v", StatusUnknownError, r)
+			data, err = nil, outline.Errorf("%w: handler panic: %v", StatusUnknownError, r)
 		}
 	}()
 	return h(ctx, req)
@@ -352,7 +353,7 @@ func (c *Conn) flushRefused() {
 	}
 	_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if _, err := c.nc.Write(b); err != nil {
-		c.fail(errorf("%w: write: %w", ErrClosed, err))
+		c.fail(outline.Errorf("%w: write: %w", ErrClosed, err))
 	}
 }
 
@@ -362,12 +363,12 @@ func (c *Conn) flushRefused() {
 // and MaxCallsPerPeer (shared by all objects of the connection).
 func (c *Conn) AddObject(ctx context.Context, obj *Object) error {
 	if obj.Path == "" {
-		return errorf("ubus: add object: %w: empty path", StatusInvalidArgument)
+		return outline.Errorf("ubus: add object: %w: empty path", StatusInvalidArgument)
 	}
 	obj.mu.Lock()
 	if obj.conn != nil {
 		obj.mu.Unlock()
-		return errorf("ubus: add object %s: already registered", obj.Path)
+		return outline.Errorf("ubus: add object %s: already registered", obj.Path)
 	}
 	obj.conn = c
 	obj.mu.Unlock()
@@ -376,7 +377,7 @@ func (c *Conn) AddObject(ctx context.Context, obj *Object) error {
 		obj.mu.Lock()
 		obj.conn = nil
 		obj.mu.Unlock()
-		return errorf("ubus: add object %s: %w", obj.Path, err)
+		return outline.Errorf("ubus: add object %s: %w", obj.Path, err)
 	}
 	m := &Message{Type: MsgAddObject, Attrs: []MsgAttr{StringAttr(AttrObjPath, obj.Path), sig}}
 	_, err = c.roundTrip(ctx, m, func(d *Message) {
@@ -409,7 +410,7 @@ func (c *Conn) AddObject(ctx context.Context, obj *Object) error {
 			delete(c.objects, id)
 			c.mu.Unlock()
 		}
-		return errorf("ubus: add object %s: %w", obj.Path, err)
+		return outline.Errorf("ubus: add object %s: %w", obj.Path, err)
 	}
 	return nil
 }
@@ -420,10 +421,10 @@ func (c *Conn) RemoveObject(ctx context.Context, obj *Object) error {
 	id, owner := obj.id, obj.conn
 	obj.mu.Unlock()
 	if owner != c || id == 0 {
-		return errorf("ubus: remove object %s: not registered on this connection", obj.Path)
+		return outline.Errorf("ubus: remove object %s: not registered on this connection", obj.Path)
 	}
 	if err := c.removeRemote(ctx, id); err != nil {
-		return errorf("ubus: remove object %s: %w", obj.Path, err)
+		return outline.Errorf("ubus: remove object %s: %w", obj.Path, err)
 	}
 	c.mu.Lock()
 	delete(c.objects, id)
@@ -443,25 +444,25 @@ func (c *Conn) Notify(ctx context.Context, obj *Object, typ string, data []Attr)
 	id, owner := obj.id, obj.conn
 	obj.mu.Unlock()
 	if owner != c || id == 0 {
-		return errorf("ubus: notify %s: not registered on this connection", obj.Path)
+		return outline.Errorf("ubus: notify %s: not registered on this connection", obj.Path)
 	}
 	da, err := BlobmsgAttr(AttrData, data)
 	if err != nil {
-		return errorf("ubus: notify %s: %w", obj.Path, err)
+		return outline.Errorf("ubus: notify %s: %w", obj.Path, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return errorf("ubus: notify %s: %w", obj.Path, err)
+		return outline.Errorf("ubus: notify %s: %w", obj.Path, err)
 	}
 	c.mu.Lock()
 	seq, err := c.newRequestLocked(nil)
 	c.mu.Unlock()
 	if err != nil {
-		return errorf("ubus: notify %s: %w", obj.Path, err)
+		return outline.Errorf("ubus: notify %s: %w", obj.Path, err)
 	}
 	m := &Message{Type: MsgNotify, Seq: seq, Peer: id, Attrs: []MsgAttr{
 		U32Attr(AttrObjID, id), StringAttr(AttrMethod, typ), U8Attr(AttrNoReply, 1), da}}
 	if err := c.write(m); err != nil {
-		return errorf("ubus: notify %s: %w", obj.Path, err)
+		return outline.Errorf("ubus: notify %s: %w", obj.Path, err)
 	}
 	return nil
 }

@@ -9,9 +9,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // AttrsFromValue converts a Go value (a struct with encoding/json tags, a
@@ -53,8 +54,12 @@ func AttrsToValue(attrs []Attr, v any) error {
 // the same types call after call). Its zero value is ready; it is safe for
 // concurrent use.
 type ValueCodec struct {
-	fields  sync.Map // reflect.Type -> []valueField
-	methods sync.Map // reflect.Type -> uint8, the marshal* bits
+	// A lock and two maps, not sync.Map: a few dozen types, met once each,
+	// and sync.Map's generic trie would be inlined into this package
+	// (make size).
+	mu      outline.RWMutex
+	fields  map[reflect.Type][]valueField
+	methods map[reflect.Type]uint8 // the marshal* bits
 }
 
 // The encoding methods a type T has, as ValueCodec.marshalers reports them.
@@ -68,10 +73,12 @@ const (
 // met before (looking them up costs more than the rest of encoding a
 // value).
 func (c *ValueCodec) marshalers(t reflect.Type) uint8 {
-	if m, ok := c.methods.Load(t); ok {
-		return m.(uint8)
+	c.mu.RLock()
+	m, ok := c.methods[t]
+	c.mu.RUnlock()
+	if ok {
+		return m
 	}
-	var m uint8
 	pt := reflect.PointerTo(t)
 	switch {
 	case t.Implements(textMarshalerType):
@@ -82,7 +89,12 @@ func (c *ValueCodec) marshalers(t reflect.Type) uint8 {
 	if t.Implements(jsonMarshalerType) || pt.Implements(jsonMarshalerType) {
 		m |= marshalJSON
 	}
-	c.methods.Store(t, m)
+	c.mu.Lock()
+	if c.methods == nil {
+		c.methods = map[reflect.Type]uint8{}
+	}
+	c.methods[t] = m
+	c.mu.Unlock()
 	return m
 }
 
@@ -90,14 +102,14 @@ func (c *ValueCodec) marshalers(t reflect.Type) uint8 {
 func (c *ValueCodec) Attrs(v any) ([]Attr, error) {
 	rv := reflect.ValueOf(v)
 	if !rv.IsValid() {
-		return nil, errorf("ubus: from value: top level must be an object, not null")
+		return nil, outline.Errorf("ubus: from value: top level must be an object, not null")
 	}
 	a, err := c.encode("", rv, 0)
 	if err != nil {
-		return nil, errorf("ubus: from value: %w", err)
+		return nil, outline.Errorf("ubus: from value: %w", err)
 	}
 	if a.Type != TypeTable {
-		return nil, errorf("ubus: from value: top level must be an object, not %s", rv.Type())
+		return nil, outline.Errorf("ubus: from value: top level must be an object, not %s", rv.Type())
 	}
 	return a.Children, nil
 }
@@ -106,11 +118,11 @@ func (c *ValueCodec) Attrs(v any) ([]Attr, error) {
 func (c *ValueCodec) Decode(attrs []Attr, v any) error {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
-		return errorf("ubus: to value: need a non-nil pointer, got %T", v)
+		return outline.Errorf("ubus: to value: need a non-nil pointer, got %T", v)
 	}
 	top := Table("", attrs...)
 	if err := c.decode(&top, rv.Elem(), "."); err != nil {
-		return errorf("ubus: to value: %w", err)
+		return outline.Errorf("ubus: to value: %w", err)
 	}
 	return nil
 }
@@ -132,14 +144,22 @@ type valueField struct {
 
 // structFields is the field list of t, from memory when t was met before.
 func (c *ValueCodec) structFields(t reflect.Type) ([]valueField, error) {
-	if f, ok := c.fields.Load(t); ok {
-		return f.([]valueField), nil
+	c.mu.RLock()
+	f, ok := c.fields[t]
+	c.mu.RUnlock()
+	if ok {
+		return f, nil
 	}
 	f, err := typeFields(t)
 	if err != nil {
 		return nil, err
 	}
-	c.fields.Store(t, f)
+	c.mu.Lock()
+	if c.fields == nil {
+		c.fields = map[reflect.Type][]valueField{}
+	}
+	c.fields[t] = f
+	c.mu.Unlock()
 	return f, nil
 }
 
@@ -180,7 +200,7 @@ func typeFields(t reflect.Type) ([]valueField, error) {
 				}
 				name, opts, _ := strings.Cut(tag, ",")
 				if slices.Contains(strings.Split(opts, ","), "string") {
-					return nil, errorf("%s.%s: the json \",string\" option is not supported", t, f.Name)
+					return nil, outline.Errorf("%s.%s: the json \",string\" option is not supported", t, f.Name)
 				}
 				index := append(slices.Clip(l.index), i)
 				if name == "" && f.Anonymous && ft.Kind() == reflect.Struct {
@@ -310,7 +330,7 @@ func (c *ValueCodec) encode(name string, v reflect.Value, depth int) (Attr, erro
 		case m&marshalPtrText != 0 && v.CanAddr():
 			return textAttr(name, v.Addr())
 		case m&marshalJSON != 0 && (t.Implements(jsonMarshalerType) || v.CanAddr()):
-			return Attr{}, errorf("%q: %s has a MarshalJSON method and no MarshalText, which is not supported", name, t)
+			return Attr{}, outline.Errorf("%q: %s has a MarshalJSON method and no MarshalText, which is not supported", name, t)
 		}
 	}
 	switch v.Kind() {
@@ -318,7 +338,7 @@ func (c *ValueCodec) encode(name string, v reflect.Value, depth int) (Attr, erro
 		return c.encode(name, v.Elem(), depth)
 	case reflect.Struct:
 		if depth > MaxDepth {
-			return Attr{}, errorf("%q: nesting deeper than %d", name, MaxDepth)
+			return Attr{}, outline.Errorf("%q: nesting deeper than %d", name, MaxDepth)
 		}
 		children, err := c.encodeStruct(v, depth)
 		return Table(name, children...), err
@@ -332,7 +352,7 @@ func (c *ValueCodec) encode(name string, v reflect.Value, depth int) (Attr, erro
 		fallthrough
 	case reflect.Array:
 		if depth > MaxDepth {
-			return Attr{}, errorf("%q: nesting deeper than %d", name, MaxDepth)
+			return Attr{}, outline.Errorf("%q: nesting deeper than %d", name, MaxDepth)
 		}
 		children := make([]Attr, v.Len())
 		for i := range children {
@@ -347,7 +367,7 @@ func (c *ValueCodec) encode(name string, v reflect.Value, depth int) (Attr, erro
 			return Attr{Name: name, Type: TypeUnspec}, nil
 		}
 		if depth > MaxDepth {
-			return Attr{}, errorf("%q: nesting deeper than %d", name, MaxDepth)
+			return Attr{}, outline.Errorf("%q: nesting deeper than %d", name, MaxDepth)
 		}
 		type member struct {
 			key string
@@ -365,7 +385,7 @@ func (c *ValueCodec) encode(name string, v reflect.Value, depth int) (Attr, erro
 			case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 				key = strconv.FormatUint(k.Uint(), 10)
 			default:
-				return Attr{}, errorf("%q: map key type %s not supported", name, k.Type())
+				return Attr{}, outline.Errorf("%q: map key type %s not supported", name, k.Type())
 			}
 			members = append(members, member{key, it.Value()})
 		}
@@ -406,13 +426,13 @@ func (c *ValueCodec) encode(name string, v reflect.Value, depth int) (Attr, erro
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 		u := v.Uint()
 		if u > math.MaxInt64 {
-			return Attr{}, errorf("%q: integer %d out of range", name, u)
+			return Attr{}, outline.Errorf("%q: integer %d out of range", name, u)
 		}
 		return intAttr(name, int64(u)), nil
 	case reflect.Float32, reflect.Float64:
 		return floatAttr(name, v.Float(), t.Bits())
 	}
-	return Attr{}, errorf("%q: type %s not supported", name, t)
+	return Attr{}, outline.Errorf("%q: type %s not supported", name, t)
 }
 
 // textAttr is the text of the TextMarshaler m as a string.
@@ -422,7 +442,7 @@ func textAttr(name string, m reflect.Value) (Attr, error) {
 	}
 	b, err := m.Interface().(encoding.TextMarshaler).MarshalText()
 	if err != nil {
-		return Attr{}, errorf("%q: %w", name, err)
+		return Attr{}, outline.Errorf("%q: %w", name, err)
 	}
 	return String(name, validUTF8(string(b))), nil
 }
@@ -435,7 +455,7 @@ func textAttr(name string, m reflect.Value) (Attr, error) {
 // shortest decimal, not of the float's exact value).
 func floatAttr(name string, f float64, bits int) (Attr, error) {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return Attr{}, errorf("%q: unsupported value %v", name, f)
+		return Attr{}, outline.Errorf("%q: unsupported value %v", name, f)
 	}
 	format := byte('f')
 	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {
@@ -446,20 +466,20 @@ func floatAttr(name string, f float64, bits int) (Attr, error) {
 	if format == 'f' && !bytes.Contains(text, []byte{'.'}) {
 		i, err := strconv.ParseInt(string(text), 10, 64)
 		if err != nil {
-			return Attr{}, errorf("%q: integer %s out of range", name, text)
+			return Attr{}, outline.Errorf("%q: integer %s out of range", name, text)
 		}
 		return intAttr(name, i), nil
 	}
 	d, err := strconv.ParseFloat(string(text), 64)
 	if err != nil {
-		return Attr{}, errorf("%q: number %s: %w", name, text, err)
+		return Attr{}, outline.Errorf("%q: number %s: %w", name, text, err)
 	}
 	return Double(name, d), nil
 }
 
 // decodeError is a value of the wrong kind at path.
 func decodeError(a *Attr, t reflect.Type, path string) error {
-	return errorf("%s: cannot store %s in %s", path, a.Type, t)
+	return outline.Errorf("%s: cannot store %s in %s", path, a.Type, t)
 }
 
 // decode stores a in v; path names it in errors.
@@ -477,7 +497,7 @@ func (c *ValueCodec) decode(a *Attr, v reflect.Value, path string) error {
 		}
 		t, err := parseTime(a.Str)
 		if err != nil {
-			return errorf("%s: %w", path, err)
+			return outline.Errorf("%s: %w", path, err)
 		}
 		v.Set(reflect.ValueOf(t))
 		return nil
@@ -486,7 +506,7 @@ func (c *ValueCodec) decode(a *Attr, v reflect.Value, path string) error {
 		// Only time.Time: calling UnmarshalText through the interface
 		// would link time.Time's layout parser into the router binary,
 		// and no other such type is decoded.
-		return errorf("%s: decoding into %s (a TextUnmarshaler other than time.Time) is not supported", path, v.Type())
+		return outline.Errorf("%s: decoding into %s (a TextUnmarshaler other than time.Time) is not supported", path, v.Type())
 	}
 	switch v.Kind() {
 	case reflect.Pointer:
@@ -524,17 +544,17 @@ func (c *ValueCodec) decode(a *Attr, v reflect.Value, path string) error {
 			case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 				n, err := strconv.ParseInt(m.Name, 10, 64)
 				if err != nil || key.OverflowInt(n) {
-					return errorf("%s: map key %q does not fit %s", path, m.Name, t.Key())
+					return outline.Errorf("%s: map key %q does not fit %s", path, m.Name, t.Key())
 				}
 				key.SetInt(n)
 			case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 				n, err := strconv.ParseUint(m.Name, 10, 64)
 				if err != nil || key.OverflowUint(n) {
-					return errorf("%s: map key %q does not fit %s", path, m.Name, t.Key())
+					return outline.Errorf("%s: map key %q does not fit %s", path, m.Name, t.Key())
 				}
 				key.SetUint(n)
 			default:
-				return errorf("%s: map key type %s not supported", path, t.Key())
+				return outline.Errorf("%s: map key type %s not supported", path, t.Key())
 			}
 			elem := reflect.New(t.Elem()).Elem()
 			if err := c.decode(m, elem, path+"."+m.Name); err != nil {
@@ -547,7 +567,7 @@ func (c *ValueCodec) decode(a *Attr, v reflect.Value, path string) error {
 		if a.Type == TypeString && v.Type().Elem().Kind() == reflect.Uint8 {
 			b, err := b64Decode(a.Str)
 			if err != nil {
-				return errorf("%s: %w", path, err)
+				return outline.Errorf("%s: %w", path, err)
 			}
 			v.SetBytes(b)
 			return nil
@@ -557,7 +577,7 @@ func (c *ValueCodec) decode(a *Attr, v reflect.Value, path string) error {
 		}
 		s := reflect.MakeSlice(v.Type(), len(a.Children), len(a.Children))
 		for i := range a.Children {
-			if err := c.decode(&a.Children[i], s.Index(i), path+"["+strconv.Itoa(i)+"]"); err != nil {
+			if err := c.decode(&a.Children[i], s.Index(i), path+"["+outline.Itoa(i)+"]"); err != nil {
 				return err
 			}
 		}
@@ -572,7 +592,7 @@ func (c *ValueCodec) decode(a *Attr, v reflect.Value, path string) error {
 				v.Index(i).SetZero()
 				continue
 			}
-			if err := c.decode(&a.Children[i], v.Index(i), path+"["+strconv.Itoa(i)+"]"); err != nil {
+			if err := c.decode(&a.Children[i], v.Index(i), path+"["+outline.Itoa(i)+"]"); err != nil {
 				return err
 			}
 		}
@@ -615,7 +635,7 @@ func (c *ValueCodec) decode(a *Attr, v reflect.Value, path string) error {
 		v.SetFloat(f)
 		return nil
 	}
-	return errorf("%s: type %s not supported", path, v.Type())
+	return outline.Errorf("%s: type %s not supported", path, v.Type())
 }
 
 // isInteger reports whether t holds a number without a fraction (int8 is
@@ -654,7 +674,7 @@ func (c *ValueCodec) decodeStruct(members []Attr, v reflect.Value, path string) 
 			if k > 0 && fv.Kind() == reflect.Pointer {
 				if fv.IsNil() {
 					if !fv.CanSet() {
-						return errorf("%s.%s: cannot set embedded pointer to unexported struct %s", path, m.Name, fv.Type().Elem())
+						return outline.Errorf("%s.%s: cannot set embedded pointer to unexported struct %s", path, m.Name, fv.Type().Elem())
 					}
 					fv.Set(reflect.New(fv.Type().Elem()))
 				}

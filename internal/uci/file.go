@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/packet-steering/packet-steering/internal/kfs"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"golang.org/x/sys/unix"
 )
 
@@ -25,12 +26,12 @@ const newFileMode = 0o600
 // file does not parse.
 func Load(confDir, name string) (*Package, error) {
 	if !ValidPackageName(name) {
-		return nil, errorf("uci: load %q: config name: %w", name, ErrInvalid)
+		return nil, outline.Errorf("uci: load %q: config name: %w", name, ErrInvalid)
 	}
 	path := filepath.Join(confDir, name)
 	f, err := openLocked(path, unix.LOCK_SH, false)
 	if err != nil {
-		return nil, errorf("uci: load %s: %w", name, err)
+		return nil, outline.Errorf("uci: load %s: %w", name, err)
 	}
 	defer f.Close()
 	p, err := Parse(path, f)
@@ -63,30 +64,30 @@ func Commit(confDir string, p *Package) error {
 		if p != nil {
 			name = p.Name
 		}
-		return errorf("uci: commit %q: config name: %w", name, ErrInvalid)
+		return outline.Errorf("uci: commit %q: config name: %w", name, ErrInvalid)
 	}
 	var buf bytes.Buffer
 	if err := p.Export(&buf); err != nil {
-		return errorf("uci: commit %s: %w", p.Name, err)
+		return outline.Errorf("uci: commit %s: %w", p.Name, err)
 	}
 	path := filepath.Join(confDir, p.Name)
 	f, err := openLocked(path, unix.LOCK_EX, true)
 	if err != nil {
-		return errorf("uci: commit %s: %w", p.Name, notOverwritten(err))
+		return outline.Errorf("uci: commit %s: %w", p.Name, notOverwritten(err))
 	}
 	defer f.Close()
 	old, err := readAll(f)
 	if err != nil {
-		return errorf("uci: commit %s: %w", p.Name, err)
+		return outline.Errorf("uci: commit %s: %w", p.Name, err)
 	}
 	if _, err := Parse(path, bytes.NewReader(old)); err != nil {
-		return errorf("uci: commit %s: existing file is not overwritten: %w", p.Name, err)
+		return outline.Errorf("uci: commit %s: existing file is not overwritten: %w", p.Name, err)
 	}
 	if bytes.Equal(old, buf.Bytes()) {
 		return nil
 	}
 	if err := replace(path, f, buf.Bytes()); err != nil {
-		return errorf("uci: commit %s: %w", p.Name, err)
+		return outline.Errorf("uci: commit %s: %w", p.Name, err)
 	}
 	return nil
 }
@@ -103,30 +104,30 @@ func Commit(confDir string, p *Package) error {
 // Update the same config (it would wait for the lock Update holds).
 func Update(confDir, name string, fn func(p *Package) error) error {
 	if !ValidPackageName(name) {
-		return errorf("uci: update %q: config name: %w", name, ErrInvalid)
+		return outline.Errorf("uci: update %q: config name: %w", name, ErrInvalid)
 	}
 	path := filepath.Join(confDir, name)
 	f, err := openLocked(path, unix.LOCK_EX, true)
 	if err != nil {
-		return errorf("uci: update %s: %w", name, notOverwritten(err))
+		return outline.Errorf("uci: update %s: %w", name, notOverwritten(err))
 	}
 	defer f.Close()
 	old, err := readAll(f)
 	if err != nil {
-		return errorf("uci: update %s: %w", name, err)
+		return outline.Errorf("uci: update %s: %w", name, err)
 	}
 	p, err := Parse(path, bytes.NewReader(old))
 	if err != nil {
-		return errorf("uci: update %s: existing file is not overwritten: %w", name, err)
+		return outline.Errorf("uci: update %s: existing file is not overwritten: %w", name, err)
 	}
 	p.Name = name
 	if err := fn(p); err != nil {
-		return errorf("uci: update %s: %w", name, err)
+		return outline.Errorf("uci: update %s: %w", name, err)
 	}
 	p.Name = name
 	var buf bytes.Buffer
 	if err := p.Export(&buf); err != nil {
-		return errorf("uci: update %s: %w", name, err)
+		return outline.Errorf("uci: update %s: %w", name, err)
 	}
 	// A file created empty by openLocked and left without sections by fn
 	// exports as "\n"; keep such a file empty rather than write a newline.
@@ -134,7 +135,7 @@ func Update(confDir, name string, fn func(p *Package) error) error {
 		return nil
 	}
 	if err := replace(path, f, buf.Bytes()); err != nil {
-		return errorf("uci: update %s: %w", name, err)
+		return outline.Errorf("uci: update %s: %w", name, err)
 	}
 	return nil
 }
@@ -155,7 +156,7 @@ func openLocked(path string, how int, create bool) (*os.File, error) {
 	start := time.Now()
 	for tries := 1; ; tries++ {
 		if tries > 1 && time.Since(start) > lockPatience {
-			return nil, errorf("lock %s: file replaced %d times while waiting", path, tries-1)
+			return nil, outline.Errorf("lock %s: file replaced %d times while waiting", path, tries-1)
 		}
 		// O_NONBLOCK: opening a FIFO put in place of the file must not wait
 		// for a writer (checkHeld then refuses it); regular files ignore it.
@@ -165,7 +166,7 @@ func openLocked(path string, how int, create bool) (*os.File, error) {
 		}
 		if err := flock(f, how); err != nil {
 			f.Close()
-			return nil, errorf("flock %s: %w", path, err)
+			return nil, outline.Errorf("flock %s: %w", path, err)
 		}
 		// A stock uci that has written its new file and released the lock
 		// but not yet renamed it into place: wait for the rename and build
@@ -179,7 +180,7 @@ func openLocked(path string, how int, create bool) (*os.File, error) {
 		var held, now unix.Stat_t
 		if err := unix.Fstat(int(f.Fd()), &held); err != nil {
 			f.Close()
-			return nil, errorf("stat %s: %w", path, err)
+			return nil, outline.Errorf("stat %s: %w", path, err)
 		}
 		err = unix.Stat(path, &now)
 		if err == nil && held.Dev == now.Dev && held.Ino == now.Ino {
@@ -191,7 +192,7 @@ func openLocked(path string, how int, create bool) (*os.File, error) {
 		}
 		f.Close()
 		if err != nil && !errors.Is(err, unix.ENOENT) {
-			return nil, errorf("stat %s: %w", path, err)
+			return nil, outline.Errorf("stat %s: %w", path, err)
 		}
 	}
 }
@@ -242,7 +243,7 @@ func stockCommitPending(path string) bool {
 func notOverwritten(err error) error {
 	var le *LimitError
 	if errors.As(err, &le) || errors.Is(err, unix.EISDIR) {
-		return errorf("existing file is not overwritten: %w", err)
+		return outline.Errorf("existing file is not overwritten: %w", err)
 	}
 	return err
 }
@@ -270,11 +271,11 @@ func flock(f *os.File, how int) error {
 
 func readAll(f *os.File) ([]byte, error) {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, errorf("seek %s: %w", f.Name(), err)
+		return nil, outline.Errorf("seek %s: %w", f.Name(), err)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
-		return nil, errorf("read %s: %w", f.Name(), err)
+		return nil, outline.Errorf("read %s: %w", f.Name(), err)
 	}
 	return data, nil
 }
@@ -317,16 +318,16 @@ func rewriteReplaced(locked *os.File, data []byte, oldSize int64) {
 func replace(path string, locked *os.File, data []byte) (err error) {
 	target, err := filepath.EvalSymlinks(path)
 	if err != nil {
-		return errorf("resolve %s: %w", path, err)
+		return outline.Errorf("resolve %s: %w", path, err)
 	}
 	st, err := locked.Stat()
 	if err != nil {
-		return errorf("stat %s: %w", path, err)
+		return outline.Errorf("stat %s: %w", path, err)
 	}
 	dir := filepath.Dir(target)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(target)+".uci-")
 	if err != nil {
-		return errorf("create temp file: %w", err)
+		return outline.Errorf("create temp file: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -335,19 +336,19 @@ func replace(path string, locked *os.File, data []byte) (err error) {
 		}
 	}()
 	if _, err = tmp.Write(data); err != nil {
-		return errorf("write %s: %w", tmp.Name(), err)
+		return outline.Errorf("write %s: %w", tmp.Name(), err)
 	}
 	if err = tmp.Sync(); err != nil {
-		return errorf("fsync %s: %w", tmp.Name(), err)
+		return outline.Errorf("fsync %s: %w", tmp.Name(), err)
 	}
 	if err = tmp.Chmod(st.Mode().Perm()); err != nil {
-		return errorf("chmod %s: %w", tmp.Name(), err)
+		return outline.Errorf("chmod %s: %w", tmp.Name(), err)
 	}
 	if err = tmp.Close(); err != nil {
-		return errorf("close %s: %w", tmp.Name(), err)
+		return outline.Errorf("close %s: %w", tmp.Name(), err)
 	}
 	if err = os.Rename(tmp.Name(), target); err != nil {
-		return errorf("rename %s: %w", tmp.Name(), err)
+		return outline.Errorf("rename %s: %w", tmp.Name(), err)
 	}
 	rewriteReplaced(locked, data, st.Size())
 	// The new file is in place. Syncing the directory makes the rename

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // Limits on one config file, far above any real config (a busy router's
@@ -73,7 +75,7 @@ func sizeLimitError(file string, size int64) *LimitError {
 func Parse(name string, r io.Reader) (*Package, error) {
 	data, err := io.ReadAll(io.LimitReader(r, MaxFileSize+1))
 	if err != nil {
-		return nil, errorf("uci: reading %s: %w", name, err)
+		return nil, outline.Errorf("uci: reading %s: %w", name, err)
 	}
 	if len(data) > MaxFileSize {
 		return nil, &LimitError{File: name, Msg: fmt.Sprintf("more than %d bytes, over the limit per config file", MaxFileSize)}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // Set sets the plain option option of the section sectionRef names to value,
@@ -19,10 +21,10 @@ func (p *Package) Set(sectionRef, option, value string) error {
 		return err
 	}
 	if !ValidName(option) {
-		return errorf("uci: set %s.%s.%s: option name: %w", p.Name, sectionRef, option, ErrInvalid)
+		return outline.Errorf("uci: set %s.%s.%s: option name: %w", p.Name, sectionRef, option, ErrInvalid)
 	}
 	if strings.IndexByte(value, 0) >= 0 {
-		return errorf("uci: set %s.%s.%s: value holds a NUL byte: %w", p.Name, sectionRef, option, ErrInvalid)
+		return outline.Errorf("uci: set %s.%s.%s: value holds a NUL byte: %w", p.Name, sectionRef, option, ErrInvalid)
 	}
 	s.setOption(option, value)
 	return nil
@@ -38,11 +40,11 @@ func (p *Package) SetList(sectionRef, option string, values []string) error {
 		return err
 	}
 	if !ValidName(option) {
-		return errorf("uci: set list %s.%s.%s: option name: %w", p.Name, sectionRef, option, ErrInvalid)
+		return outline.Errorf("uci: set list %s.%s.%s: option name: %w", p.Name, sectionRef, option, ErrInvalid)
 	}
 	for _, v := range values {
 		if strings.IndexByte(v, 0) >= 0 {
-			return errorf("uci: set list %s.%s.%s: value holds a NUL byte: %w", p.Name, sectionRef, option, ErrInvalid)
+			return outline.Errorf("uci: set list %s.%s.%s: value holds a NUL byte: %w", p.Name, sectionRef, option, ErrInvalid)
 		}
 	}
 	if i := s.optionIndex(option); i >= 0 {
@@ -63,14 +65,14 @@ func (p *Package) SetList(sectionRef, option string, values []string) error {
 // section of that name exists.
 func (p *Package) AddSection(typ, name string) (*Section, error) {
 	if !ValidType(typ) {
-		return nil, errorf("uci: add section %q to %s: type: %w", typ, p.Name, ErrInvalid)
+		return nil, outline.Errorf("uci: add section %q to %s: type: %w", typ, p.Name, ErrInvalid)
 	}
 	if name != "" {
 		if !ValidName(name) {
-			return nil, errorf("uci: add section %q to %s: name: %w", name, p.Name, ErrInvalid)
+			return nil, outline.Errorf("uci: add section %q to %s: name: %w", name, p.Name, ErrInvalid)
 		}
 		if p.Section(name) != nil {
-			return nil, errorf("uci: add section %s.%s: %w", p.Name, name, ErrExists)
+			return nil, outline.Errorf("uci: add section %s.%s: %w", p.Name, name, ErrExists)
 		}
 		return p.newSection(typ, name), nil
 	}
@@ -109,7 +111,7 @@ func (p *Package) DeleteOption(sectionRef, option string) error {
 	}
 	i := s.optionIndex(option)
 	if i < 0 {
-		return errorf("uci: delete %s.%s.%s: %w", p.Name, sectionRef, option, ErrNotFound)
+		return outline.Errorf("uci: delete %s.%s.%s: %w", p.Name, sectionRef, option, ErrNotFound)
 	}
 	s.Options = append(s.Options[:i:i], s.Options[i+1:]...)
 	return nil
@@ -117,11 +119,11 @@ func (p *Package) DeleteOption(sectionRef, option string) error {
 
 func (p *Package) mustSection(ref string) (*Section, error) {
 	if p == nil {
-		return nil, errorf("uci: section %q of a nil package: %w", ref, ErrNotFound)
+		return nil, outline.Errorf("uci: section %q of a nil package: %w", ref, ErrNotFound)
 	}
 	s := p.Section(ref)
 	if s == nil {
-		return nil, errorf("uci: section %s.%s: %w", p.Name, ref, ErrNotFound)
+		return nil, outline.Errorf("uci: section %s.%s: %w", p.Name, ref, ErrNotFound)
 	}
 	return s, nil
 }
@@ -148,33 +150,33 @@ func plainType(t string) bool {
 // same. Errors wrap ErrInvalid.
 func (p *Package) Validate() error {
 	if p == nil {
-		return errorf("uci: nil package: %w", ErrInvalid)
+		return outline.Errorf("uci: nil package: %w", ErrInvalid)
 	}
 	for i, s := range p.Sections {
 		if s == nil {
-			return errorf("uci: %s: section %d is nil: %w", p.Name, i, ErrInvalid)
+			return outline.Errorf("uci: %s: section %d is nil: %w", p.Name, i, ErrInvalid)
 		}
 		if !ValidType(s.Type) {
-			return errorf("uci: %s: section %d: type %q: %w", p.Name, i, s.Type, ErrInvalid)
+			return outline.Errorf("uci: %s: section %d: type %q: %w", p.Name, i, s.Type, ErrInvalid)
 		}
 		if !s.Anonymous && !ValidName(s.Name) {
-			return errorf("uci: %s: section %d: name %q: %w", p.Name, i, s.Name, ErrInvalid)
+			return outline.Errorf("uci: %s: section %d: name %q: %w", p.Name, i, s.Name, ErrInvalid)
 		}
 		seen := make(map[string]bool, len(s.Options))
 		for _, o := range s.Options {
 			if o == nil || !ValidName(o.Name) {
-				return errorf("uci: %s.%s: invalid option: %w", p.Name, s.Name, ErrInvalid)
+				return outline.Errorf("uci: %s.%s: invalid option: %w", p.Name, s.Name, ErrInvalid)
 			}
 			if !o.IsList && len(o.Values) > 1 {
-				return errorf("uci: %s.%s.%s: plain option with %d values: %w", p.Name, s.Name, o.Name, len(o.Values), ErrInvalid)
+				return outline.Errorf("uci: %s.%s.%s: plain option with %d values: %w", p.Name, s.Name, o.Name, len(o.Values), ErrInvalid)
 			}
 			if seen[o.Name] {
-				return errorf("uci: %s.%s.%s: option given twice: %w", p.Name, s.Name, o.Name, ErrInvalid)
+				return outline.Errorf("uci: %s.%s.%s: option given twice: %w", p.Name, s.Name, o.Name, ErrInvalid)
 			}
 			seen[o.Name] = true
 			for _, v := range o.Values {
 				if strings.IndexByte(v, 0) >= 0 {
-					return errorf("uci: %s.%s.%s: value holds a NUL byte: %w", p.Name, s.Name, o.Name, ErrInvalid)
+					return outline.Errorf("uci: %s.%s.%s: value holds a NUL byte: %w", p.Name, s.Name, o.Name, ErrInvalid)
 				}
 			}
 		}
@@ -221,7 +223,7 @@ func (p *Package) Export(w io.Writer) error {
 	}
 	bw.WriteByte('\n')
 	if err := bw.Flush(); err != nil {
-		return errorf("uci: export %s: %w", p.Name, err)
+		return outline.Errorf("uci: export %s: %w", p.Name, err)
 	}
 	return nil
 }

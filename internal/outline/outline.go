@@ -1,0 +1,69 @@
+// Package outline holds standard-library calls kept out of line.
+//
+// The compiler inlines sync.Mutex's Lock and Unlock, strconv.Itoa and
+// fmt.Errorf at every call site; on the router build, where flash is the budget (make
+// size), one shared copy costs less than a few hundred inlined ones, and
+// none of these calls sits on a path where the call itself matters (the
+// locks guard calls that read or write files). Nothing here changes what
+// the standard library does.
+package outline
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+)
+
+// Mutex is a sync.Mutex whose Lock and Unlock are calls, not inlined
+// code. The zero Mutex is unlocked; a Mutex must not be copied after first
+// use.
+type Mutex struct{ mu sync.Mutex }
+
+// Lock locks m (sync.Mutex.Lock).
+//
+//go:noinline
+func (m *Mutex) Lock() { m.mu.Lock() }
+
+// Unlock unlocks m (sync.Mutex.Unlock).
+//
+//go:noinline
+func (m *Mutex) Unlock() { m.mu.Unlock() }
+
+// TryLock tries to lock m (sync.Mutex.TryLock).
+//
+//go:noinline
+func (m *Mutex) TryLock() bool { return m.mu.TryLock() }
+
+// RWMutex is a sync.RWMutex kept out of line like Mutex.
+type RWMutex struct{ mu sync.RWMutex }
+
+// Lock locks rw for writing (sync.RWMutex.Lock).
+//
+//go:noinline
+func (rw *RWMutex) Lock() { rw.mu.Lock() }
+
+// Unlock unlocks rw for writing (sync.RWMutex.Unlock).
+//
+//go:noinline
+func (rw *RWMutex) Unlock() { rw.mu.Unlock() }
+
+// RLock locks rw for reading (sync.RWMutex.RLock).
+//
+//go:noinline
+func (rw *RWMutex) RLock() { rw.mu.RLock() }
+
+// RUnlock undoes one RLock (sync.RWMutex.RUnlock).
+//
+//go:noinline
+func (rw *RWMutex) RUnlock() { rw.mu.RUnlock() }
+
+// Itoa is strconv.Itoa.
+//
+//go:noinline
+func Itoa(n int) string { return strconv.Itoa(n) }
+
+// Errorf is fmt.Errorf. fmt.Errorf is inlined (its errors.New fast path
+// for a format without verbs) at every call site.
+//
+//go:noinline
+func Errorf(format string, a ...any) error { return fmt.Errorf(format, a...) }
