@@ -1,6 +1,7 @@
 # shellcheck shell=ash
-# The daemon's seccomp filter on the router (sourced by check.sh after
-# least-privilege; uses its run, say, note, waitfor, st, insync, daemon_pid).
+# The daemon's seccomp filter on the router (sourced by check.sh before
+# remove, after every other check ran with the filter on; uses its run,
+# say, note, waitfor, st, insync, daemon_pid).
 #
 # The package runs the daemon as ujail's OCI bundle
 # /usr/share/packet-steering/jail (config.json: args, uid 0, two
@@ -44,7 +45,10 @@ sc_bundle() {
 		-e "s|\"${4:-no-such-call}\",||" >"$1/config.json"
 }
 # sc_audit: the seccomp audit lines of the kernel log since the last clear.
-sc_audit() { dmesg | grep 'type=1326'; }
+# ujail's own calls between the filter and its execve (exe /sbin/ujail:
+# musl's ioctl and writev of its "exec-ing" line, which fail under the
+# shipped default and lose that line) are not the daemon's.
+sc_audit() { dmesg | grep 'type=1326' | grep -v 'exe="/sbin/ujail"'; }
 
 c_seccomp() {
 	local p s pp

@@ -213,8 +213,6 @@ c_least_privilege() {
 	[ "$(stf '@.last_apply.failed')" = 0 ] || { echo "failed writes: $(stf '@.last_apply')"; return 1; }
 }
 run least-privilege c_least_privilege
-# shellcheck source=/dev/null # the seccomp filter (check-seccomp.sh)
-[ -f /root/pscheck/check-seccomp.sh ] && . /root/pscheck/check-seccomp.sh
 
 c_takeover() {
 	if /etc/init.d/packet_steering enabled; then
@@ -601,6 +599,8 @@ c_remove() {
 		done
 	fi
 }
+# shellcheck source=/dev/null # the seccomp filter (check-seccomp.sh)
+[ -f /root/pscheck/check-seccomp.sh ] && . /root/pscheck/check-seccomp.sh
 run remove c_remove
 
 c_handback() {
