@@ -407,9 +407,10 @@ func (c *cache) buildOpenWrt(ctx context.Context, img owImage, root, pkgDir, nex
 			a.console + "::askfirst:/usr/libexec/login.sh\n"), 0o644},
 		"etc/rc.local": {[]byte("# pscheck: the test's driver, on the console\n" +
 			"(sh /root/pscheck/check.sh >/dev/console 2>&1; sync; poweroff) </dev/null &\nexit 0\n"), 0o644},
-		"etc/config/network":    {[]byte(owNetworkConfig), 0o644},
-		"root/pscheck/check.sh": {checkScript, 0o755},
-		"root/pscheck/conf":     {[]byte(conf), 0o644},
+		"etc/config/network":            {[]byte(owNetworkConfig), 0o644},
+		"root/pscheck/check.sh":         {checkScript, 0o755},
+		"root/pscheck/check-seccomp.sh": {seccompCheckScript, 0o644}, // openwrt_seccomp_test.go
+		"root/pscheck/conf":             {[]byte(conf), 0o644},
 	}
 	for p, f := range write {
 		if err := writeFile(filepath.Join(root, p), f.b, f.mode); err != nil {

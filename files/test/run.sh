@@ -480,25 +480,35 @@ for shell in $shells; do
 	expect "$t init start: stderr to log" '^procd_set_param stderr 1$'
 	expect "$t init start: a new binary restarts the instance" '^procd_set_param file /usr/sbin/packet-steering$'
 	expect "$t init start: term_timeout 5 (the daemon drains for at most 3 s)" '^procd_set_param term_timeout 5$'
-	expect_not "$t init start, no ujail: no jail" '^procd_add_jail'
-	expect_not "$t init start, no ujail: no capabilities" '^procd_set_param capabilities'
-	# With procd's ujail: uid 0 with only the capabilities file's
-	# capabilities, through a jail without namespaces.
+	expect_not "$t init start, no ujail: no jail" '^procd_set_param command /sbin/ujail'
+	expect "$t init start, no ujail: a new binary restarts the instance" '^procd_set_param file /usr/sbin/packet-steering$'
+	# With procd's ujail: the daemon from the OCI bundle (uid 0 with only
+	# CAP_NET_ADMIN and CAP_SYS_NICE, no new privileges, the seccomp
+	# filter), no namespaces.
 	new_sandbox
-	mkdir -p "$root/sbin" "$root/etc/capabilities"
+	mkdir -p "$root/sbin" "$root/usr/share/packet-steering/jail"
 	printf '#!/bin/sh\n' >"$root/sbin/ujail"
 	chmod +x "$root/sbin/ujail"
-	cp files/etc/capabilities/packet-steering.json "$root/etc/capabilities/"
+	cp files/usr/share/packet-steering/jail/config.json "$root/usr/share/packet-steering/jail/"
 	run "$SH" "$tmp/rc.common" "$init" start
-	expect "$t init start, ujail: jail without options" '^procd_add_jail packet-steering$'
-	expect "$t init start, ujail: capabilities file" '^procd_set_param capabilities /etc/capabilities/packet-steering\.json$'
-	expect "$t init start, ujail: no new privileges" '^procd_set_param no_new_privs 1$'
-	expect_not "$t init start, ujail: still root (no user)" '^procd_set_param user'
-	caps=$(tr -d ' \t\n' <files/etc/capabilities/packet-steering.json)
-	for set in bounding effective ambient permitted inheritable; do
-		case "$caps" in *"\"$set\":[\"CAP_NET_ADMIN\",\"CAP_SYS_NICE\"]"*) ok "$t capabilities file: $set is CAP_NET_ADMIN, CAP_SYS_NICE" ;;
-		*) nok "$t capabilities file: $set is CAP_NET_ADMIN, CAP_SYS_NICE" "$caps" ;; esac
+	expect "$t init start, ujail: the daemon from the OCI bundle" \
+		'^procd_set_param command /sbin/ujail -n packet-steering -i -J /usr/share/packet-steering/jail$'
+	expect "$t init start, ujail: a new binary or bundle restarts the instance" \
+		'^procd_set_param file /usr/sbin/packet-steering /usr/share/packet-steering/jail/config\.json$'
+	expect_not "$t init start, ujail: no procd jail or seccomp preload" '^procd_add_jail\|^procd_set_param \(seccomp\|capabilities\|user\)'
+	bundle=$(tr -d ' \t\n' <files/usr/share/packet-steering/jail/config.json)
+	for want in '"args":["/usr/sbin/packet-steering","daemon"]' '"user":{"uid":0,"gid":0}' '"noNewPrivileges":true' \
+		'"root":{"path":"/"}' '"defaultAction":"SCMP_ACT_TRACE"' '"action":"SCMP_ACT_ALLOW"'; do
+		case "$bundle" in *"$want"*) ok "$t jail bundle: $want" ;; *) nok "$t jail bundle: $want" "$bundle" ;; esac
 	done
+	for set in bounding effective ambient permitted inheritable; do
+		case "$bundle" in *"\"$set\":[\"CAP_NET_ADMIN\",\"CAP_SYS_NICE\"]"*) ok "$t jail bundle: $set is CAP_NET_ADMIN, CAP_SYS_NICE" ;;
+		*) nok "$t jail bundle: $set is CAP_NET_ADMIN, CAP_SYS_NICE" "$bundle" ;; esac
+	done
+	# No namespaces (they would make /sys read-only or hide the NAPI
+	# threads) and nothing mounted.
+	case "$bundle" in *'"namespaces"'*) nok "$t jail bundle: no namespaces" ;; *) ok "$t jail bundle: no namespaces" ;; esac
+	case "$bundle" in *'"mounts":[]'*) ok "$t jail bundle: no mounts" ;; *) nok "$t jail bundle: no mounts" ;; esac
 	new_sandbox
 	run "$SH" "$tmp/rc.common" "$init" start
 	expect "$t init start: reload network on network changes" \

@@ -610,6 +610,8 @@ c_remove() {
 }
 # shellcheck source=/dev/null # the monitoring packages (check-monitoring.sh)
 [ -f /root/pscheck/mon/check-monitoring.sh ] && . /root/pscheck/mon/check-monitoring.sh
+# shellcheck source=/dev/null # the seccomp filter (check-seccomp.sh)
+[ -f /root/pscheck/check-seccomp.sh ] && . /root/pscheck/check-seccomp.sh
 run remove c_remove
 
 c_handback() {
