@@ -73,7 +73,7 @@ func adaptiveOpts() []adaptiveOpt {
 
 // accepted says what an option takes, for its problem message.
 func (o adaptiveOpt) accepted() string {
-	r := func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+	r := func(f float64) string { return outline.FormatFloat(f, 'f', -1, 64) }
 	switch o.kind {
 	case optSeconds:
 		return r(o.min) + " to " + r(o.max) + " seconds (e.g. 2, 0.5 or 500ms)"
@@ -133,9 +133,9 @@ func (o adaptiveOpt) format(c *Config) string {
 		return p.String()
 	case *float64:
 		if o.kind == optPercent {
-			return strconv.FormatFloat(*p*100, 'f', -1, 64) + "%"
+			return outline.FormatFloat(*p*100, 'f', -1, 64) + "%"
 		}
-		return strconv.FormatFloat(*p, 'f', -1, 64)
+		return outline.FormatFloat(*p, 'f', -1, 64)
 	case *int:
 		return outline.Itoa(*p)
 	}

@@ -3,7 +3,6 @@ package adaptive
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
@@ -542,9 +541,9 @@ func (c *Controller) mayMove(key string, now time.Time) bool {
 func (c *Controller) saturated(l CPULoad) string {
 	switch {
 	case c.cfg.DropRate > 0 && l.DropPS >= c.cfg.DropRate:
-		return "dropped " + strconv.FormatFloat(l.DropPS, 'f', 0, 64) + "/s"
+		return "dropped " + outline.FormatFloat(l.DropPS, 'f', 0, 64) + "/s"
 	case c.cfg.SqueezeRate > 0 && l.SqueezePS >= c.cfg.SqueezeRate:
-		return "time_squeeze " + strconv.FormatFloat(l.SqueezePS, 'f', 0, 64) + "/s"
+		return "time_squeeze " + outline.FormatFloat(l.SqueezePS, 'f', 0, 64) + "/s"
 	case l.Net >= c.cfg.HighLoad:
 		why := "net load " + pct(l.Net) + " (softirq " + pct(l.Softirq) + " + NAPI threads " + pct(l.Net-l.Softirq)
 		if l.Wait > 0.005 {
@@ -557,4 +556,5 @@ func (c *Controller) saturated(l CPULoad) string {
 	return ""
 }
 
-func pct(f float64) string { return strconv.FormatFloat(f*100, 'f', 0, 64) + "%" }
+//go:noinline
+func pct(f float64) string { return outline.FormatFloat(f*100, 'f', 0, 64) + "%" }

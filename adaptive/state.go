@@ -185,6 +185,8 @@ func checkStoredDeviation(d Deviation) string {
 
 // noteDroppedLocked records a dropped deviation for status (bounded,
 // newest last); the caller holds s.mu.
+//
+//go:noinline
 func (s *State) noteDroppedLocked(d DroppedDev) {
 	s.dropped = append(s.dropped, d)
 	if n := len(s.dropped) - maxDropped; n > 0 {

@@ -85,6 +85,7 @@ func (r *adaptiveRunner) stop() {
 	}
 }
 
+//go:noinline
 func (r *adaptiveRunner) stopLocked() {
 	r.cancel()
 	<-r.done

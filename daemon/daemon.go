@@ -293,6 +293,7 @@ type servedEngine struct {
 	t *idleTrimmer
 }
 
+//go:noinline
 func (e *servedEngine) poke() {
 	if e.t != nil {
 		e.t.poke()

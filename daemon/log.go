@@ -54,6 +54,8 @@ const (
 )
 
 // Debug logs msg and key-value pairs at level DEBUG, when enabled.
+//
+//go:noinline
 func (l *Logger) Debug(msg string, args ...any) {
 	if l.debug {
 		l.log(sevDebug, "DEBUG", msg, args)

@@ -31,6 +31,7 @@ type muslSorter struct {
 	lp []int // Leonardo numbers below the array length
 }
 
+//go:noinline
 func (s *muslSorter) cmp(i, j int) int {
 	d := s.a[i].load - s.a[j].load
 	switch {
@@ -44,6 +45,8 @@ func (s *muslSorter) cmp(i, j int) int {
 
 // cycle moves the element at ar[1] to ar[0], ar[2] to ar[1], ..., and the
 // old ar[0] to ar[n-1].
+//
+//go:noinline
 func (s *muslSorter) cycle(ar []int) {
 	if len(ar) < 2 {
 		return
@@ -115,6 +118,7 @@ func pntz(p [2]uint64) int {
 	return 0
 }
 
+//go:noinline
 func shl(p [2]uint64, n int) [2]uint64 {
 	if n >= 64 {
 		n -= 64
@@ -127,6 +131,7 @@ func shl(p [2]uint64, n int) [2]uint64 {
 	return p
 }
 
+//go:noinline
 func shr(p [2]uint64, n int) [2]uint64 {
 	if n >= 64 {
 		n -= 64

@@ -159,11 +159,13 @@ func ParseNAPIKnob(kind ActionKind, val string) (string, error) {
 	if err != nil || n > limit {
 		return "", outline.Errorf("want a whole number from 0 to %d", limit)
 	}
-	return strconv.FormatUint(n, 10), nil
+	return outline.FormatUint(n, 10), nil
 }
 
 // napiUnsupported says why kind cannot be set on n on this kernel; "" when
 // it can.
+//
+//go:noinline
 func napiUnsupported(s *platform.Snapshot, kind ActionKind, n *platform.NAPI) string {
 	switch {
 	case s.Netlink == nil:
@@ -182,11 +184,11 @@ func napiUnsupported(s *platform.Snapshot, kind ActionKind, n *platform.NAPI) st
 func napiCurrent(kind ActionKind, n *platform.NAPI) string {
 	switch {
 	case kind == KindNAPIDeferHardIRQs && n.DeferHardIRQs != nil:
-		return strconv.FormatUint(uint64(*n.DeferHardIRQs), 10)
+		return outline.FormatUint(uint64(*n.DeferHardIRQs), 10)
 	case kind == KindNAPIGROFlushTimeout && n.GROFlushTimeoutNS != nil:
-		return strconv.FormatUint(*n.GROFlushTimeoutNS, 10)
+		return outline.FormatUint(*n.GROFlushTimeoutNS, 10)
 	case kind == KindNAPIThreaded && n.Threaded != nil:
-		return strconv.FormatUint(uint64(*n.Threaded), 10)
+		return outline.FormatUint(uint64(*n.Threaded), 10)
 	}
 	return ""
 }

@@ -138,6 +138,7 @@ func rockchipIRQ(name string) bool {
 	return ok && rest != "" && isDigits(rest)
 }
 
+//go:noinline
 func isDigits(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {

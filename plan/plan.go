@@ -255,6 +255,8 @@ func newBuilder(s *platform.Snapshot) *builder {
 }
 
 // rxIndex returns d's rx queue name -> position map.
+//
+//go:noinline
 func (b *builder) rxIndex(d *platform.Device) map[string]int {
 	m, ok := b.rxIdx[d]
 	if !ok {
@@ -268,6 +270,8 @@ func (b *builder) rxIndex(d *platform.Device) map[string]int {
 }
 
 // deviceIRQs lists the IRQs the snapshot ties to the named netdev.
+//
+//go:noinline
 func (b *builder) deviceIRQs(name string) []*platform.IRQ {
 	if b.irqsByDev == nil {
 		b.irqsByDev = map[string][]*platform.IRQ{}
@@ -320,6 +324,8 @@ func (b *builder) irq(irq *platform.IRQ, set cpuset.Set) {
 
 // kindRank orders the kinds: device knobs, threads, IRQs, per-NAPI
 // knobs, sysctl.
+//
+//go:noinline
 func kindRank(kind ActionKind) (group, within int) {
 	switch kind {
 	case KindRPSCPUs:

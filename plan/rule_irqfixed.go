@@ -52,6 +52,8 @@ const (
 // skewedQueue returns the rx queue with at least skewShare of counts (one
 // per rx queue), and its share in percent; -1 when none does or the total
 // is below min.
+//
+//go:noinline
 func skewedQueue(counts []uint64, min uint64) (int, float64) {
 	var total, top uint64
 	topQ := -1

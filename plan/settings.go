@@ -55,6 +55,8 @@ func ParseMode(s string) (Mode, error) {
 }
 
 // CheckFlows returns an error wrapping ErrInvalid unless 0 <= n <= MaxFlows.
+//
+//go:noinline
 func CheckFlows(n int) error {
 	if n < 0 || n > MaxFlows {
 		return outline.Errorf("%w: flows %d out of range (accepted: 0 to %d flow entries per rx queue)", ErrInvalid, n, MaxFlows)

@@ -118,6 +118,8 @@ const MTKSocEth = "mtk_soc_eth"
 
 // isMTKEthThread reports whether a thread name holds "napi/mtk_eth-", the
 // stock script's test for the mtk_soc_eth driver's shared NAPI thread.
+//
+//go:noinline
 func isMTKEthThread(name string) bool { return strings.Contains(name, "napi/mtk_eth-") }
 
 // Stock weights (packet-steering.uc).
@@ -212,6 +214,7 @@ func OnlineCPUs(s *platform.Snapshot) cpuset.Set {
 	return all
 }
 
+//go:noinline
 func (r *stockRun) cpuAddWeight(id int, w float64) {
 	var cpu *stockCPU
 	for _, c := range r.cpus {

@@ -399,6 +399,8 @@ func wifiDevice(name string, devs []Device) int {
 
 // driverFamily is a driver or IRQ name up to its first '_', ':' or '-'
 // ("ath10k_ahb" -> "ath10k", "mt7915e-hif" -> "mt7915e").
+//
+//go:noinline
 func driverFamily(s string) string {
 	if i := strings.IndexAny(s, "_:-@ "); i >= 0 {
 		return s[:i]

@@ -151,6 +151,8 @@ func isSpace(c byte) bool {
 
 // parseUintBytes parses a decimal uint64 as strconv.ParseUint(s, 10, 64)
 // does (no sign, no underscores), without allocating.
+//
+//go:noinline
 func parseUintBytes(b []byte) (uint64, bool) {
 	if len(b) == 0 {
 		return 0, false

@@ -324,6 +324,8 @@ func classifyDevices(devs []Device, hasBus []bool) {
 }
 
 // deviceIndex maps names to positions in devs.
+//
+//go:noinline
 func deviceIndex(devs []Device) map[string]int {
 	m := make(map[string]int, len(devs))
 	for i, d := range devs {
@@ -342,4 +344,6 @@ func busBase(d *Device) string {
 }
 
 // itoa is strconv.Itoa, short for path building.
+//
+//go:noinline
 func itoa(n int) string { return outline.Itoa(n) }

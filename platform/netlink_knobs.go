@@ -143,7 +143,7 @@ func napiKnob(ctx context.Context, id uint32, knob string, cfg genetlink.NAPICon
 		p = n.Config.DeferHardIRQs
 	case NAPIKnobGROFlushTimeout:
 		if g := n.Config.GROFlushTimeout; g != nil {
-			return strconv.FormatUint(*g, 10), nil
+			return outline.FormatUint(*g, 10), nil
 		}
 	case NAPIKnobThreaded:
 		if p = n.Config.Threaded; p == nil {
@@ -153,5 +153,5 @@ func napiKnob(ctx context.Context, id uint32, knob string, cfg genetlink.NAPICon
 	if p == nil {
 		return "", ErrNAPIKnobsUnsupported
 	}
-	return strconv.FormatUint(uint64(*p), 10), nil
+	return outline.FormatUint(uint64(*p), 10), nil
 }

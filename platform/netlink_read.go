@@ -211,6 +211,8 @@ func deviceByIfindex(s *Snapshot, ifindex uint32) *Device {
 
 // queuePos is the position in d.RxQueues (typ QueueRX) or d.TxQueues of
 // the queue with the index; -1 when there is none.
+//
+//go:noinline
 func queuePos(d *Device, typ string, index uint32) int {
 	if typ == genetlink.QueueRX {
 		for i := range d.RxQueues {

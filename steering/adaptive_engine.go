@@ -186,6 +186,8 @@ func (h adaptiveHook) Move(ctx context.Context, moves []adaptive.Move) (int, err
 }
 
 // Deviations returns the current deviations from the auto plan.
+//
+//go:noinline
 func (e *Engine) Deviations() []adaptive.Deviation { return e.adaptive.Deviations() }
 
 // AdaptiveSettings returns the adaptive loop's configuration as the last

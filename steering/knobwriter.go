@@ -62,6 +62,7 @@ type FSWriter struct {
 // NewFSWriter returns the Writer for root.
 func NewFSWriter(root string) *FSWriter { return &FSWriter{Root: root} }
 
+//go:noinline
 func (w *FSWriter) real() bool { return filepath.Clean(w.Root) == "/" }
 
 func (w *FSWriter) path(rel string) (string, error) {

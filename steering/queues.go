@@ -2,7 +2,6 @@ package steering
 
 import (
 	"context"
-	"strconv"
 
 	"github.com/packet-steering/packet-steering/adaptive"
 	"github.com/packet-steering/packet-steering/internal/cpuset"
@@ -182,13 +181,13 @@ func napiKnobViews(snap *platform.Snapshot, pair *plan.Pairing, d *platform.Devi
 			WantDeferHardIRQs: w(plan.KindNAPIDeferHardIRQs), WantGROFlushTimeoutNS: w(plan.KindNAPIGROFlushTimeout),
 			WantThreaded: w(plan.KindNAPIThreaded)}
 		if c.DeferHardIRQs != nil {
-			v.DeferHardIRQs = strconv.FormatUint(uint64(*c.DeferHardIRQs), 10)
+			v.DeferHardIRQs = outline.FormatUint(uint64(*c.DeferHardIRQs), 10)
 		}
 		if c.GROFlushTimeoutNS != nil {
-			v.GROFlushTimeoutNS = strconv.FormatUint(*c.GROFlushTimeoutNS, 10)
+			v.GROFlushTimeoutNS = outline.FormatUint(*c.GROFlushTimeoutNS, 10)
 		}
 		if c.Threaded != nil {
-			v.Threaded = strconv.FormatUint(uint64(*c.Threaded), 10)
+			v.Threaded = outline.FormatUint(uint64(*c.Threaded), 10)
 		}
 		out[n.Queue] = v
 	}

@@ -92,9 +92,9 @@ func (e *Engine) saveStateLocked() error {
 	t := e.totals
 	return writeAtomic(e.totalsPath(), strings.Join([]string{
 		strconv.FormatInt(t.Since.UnixNano(), 10),
-		strconv.FormatUint(t.Applies, 10), strconv.FormatUint(t.Changed, 10),
-		strconv.FormatUint(t.Failed, 10), strconv.FormatUint(t.IRQsRefused, 10),
-		strconv.FormatUint(t.Rollbacks, 10), strconv.FormatUint(t.AdaptiveMoves, 10),
+		outline.FormatUint(t.Applies, 10), outline.FormatUint(t.Changed, 10),
+		outline.FormatUint(t.Failed, 10), outline.FormatUint(t.IRQsRefused, 10),
+		outline.FormatUint(t.Rollbacks, 10), outline.FormatUint(t.AdaptiveMoves, 10),
 	}, " ")+"\n")
 }
 

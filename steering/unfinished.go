@@ -36,6 +36,8 @@ type UnfinishedApply struct {
 }
 
 // markerPath is the marker file of the engine's root.
+//
+//go:noinline
 func (e *Engine) markerPath() string { return filepath.Join(e.runDir, ApplyMarkerFile) }
 
 // beginApply prepares an apply that may write (the caller holds the apply

@@ -201,7 +201,7 @@ func (a addr) String() string {
 		if i > 0 && i != best+bestLen {
 			sb.WriteByte(':')
 		}
-		sb.WriteString(strconv.FormatUint(uint64(g[i]), 16))
+		sb.WriteString(outline.FormatUint(uint64(g[i]), 16))
 	}
 	return sb.String()
 }

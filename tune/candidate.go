@@ -229,6 +229,8 @@ func generate(modes []plan.Mode, l layout, max int) (cands []candidate, dropped 
 }
 
 // sortedKeys returns the keys of m in order.
+//
+//go:noinline
 func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {

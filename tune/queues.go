@@ -3,7 +3,6 @@ package tune
 import (
 	"context"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -169,7 +168,7 @@ func queueShares(qs []queueSummary) string {
 		if total > 0 {
 			var pct []string
 			for _, q := range qs[i:j] {
-				pct = append(pct, strconv.FormatFloat(100*q.Count.Median/total, 'f', 0, 64))
+				pct = append(pct, outline.FormatFloat(100*q.Count.Median/total, 'f', 0, 64))
 			}
 			parts = append(parts, qs[i].Device+" "+strings.Join(pct, "/")+"% "+qs[i].Source)
 		}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"strconv"
 	"strings"
 
 	"github.com/packet-steering/packet-steering/internal/outline"
@@ -297,13 +296,13 @@ func (r *report) formatMetric(v float64, unit string) string {
 func fmtNum(v float64) string {
 	switch a := math.Abs(v); {
 	case a >= 100 || v == math.Trunc(v):
-		return strconv.FormatFloat(math.Round(v), 'f', -1, 64)
+		return outline.FormatFloat(math.Round(v), 'f', -1, 64)
 	case a >= 10:
-		return strconv.FormatFloat(v, 'f', 1, 64)
+		return outline.FormatFloat(v, 'f', 1, 64)
 	case a >= 1:
-		return strconv.FormatFloat(v, 'f', 2, 64)
+		return outline.FormatFloat(v, 'f', 2, 64)
 	default:
-		return strconv.FormatFloat(v, 'g', 2, 64)
+		return outline.FormatFloat(v, 'g', 2, 64)
 	}
 }
 
@@ -437,6 +436,7 @@ func (r *report) WriteTable(w io.Writer) error {
 	return nil
 }
 
+//go:noinline
 func fmtOpt(s *summary) string {
 	if s == nil {
 		return "-"

@@ -46,6 +46,8 @@ func newMachine(e *steering.Engine, w steering.Writer) *machine {
 }
 
 // knobKey identifies a knob across plans.
+//
+//go:noinline
 func knobKey(a plan.Action) string { return string(a.Kind) + " " + a.Target() }
 
 // planCandidate plans candidate c on snapshot s. A mode candidate is the
@@ -316,6 +318,8 @@ func (e *machine) startAdaptive(ctx context.Context, c candidate) error {
 }
 
 // endLoop stops a running adaptive loop.
+//
+//go:noinline
 func (e *machine) endLoop() {
 	if e.stopLoop != nil {
 		e.stopLoop()

@@ -95,6 +95,8 @@ type Method struct {
 // names, types, checks) and says where each value goes in the argument
 // struct newArgs returns (a pointer, holding the defaults); run gets that
 // pointer once the arguments are decoded.
+//
+//go:noinline
 func method(name string, newArgs func() any, fields []Field, run func(o *Object, ctx context.Context, a any) (any, error)) Method {
 	return Method{Name: name, Args: policies(fields), call: func(o *Object, ctx context.Context, args []ubus.Attr) (any, error) {
 		a := newArgs()
@@ -414,6 +416,8 @@ func (o *Object) callQueues(ctx context.Context, v any) (any, error) {
 
 // normaliseQueues gives the lists of a get_queues reply as [] rather than
 // null.
+//
+//go:noinline
 func normaliseQueues(devs []steering.DeviceQueues) []steering.DeviceQueues {
 	if devs == nil {
 		devs = []steering.DeviceQueues{}
@@ -528,6 +532,8 @@ func (o *Object) Adapt(ctx context.Context, moves []adaptive.Move) (*steering.Re
 // every interface event and hotplug an apply for every new netdev
 // (VLANs, bridges, wifi interfaces, PPP), and on a router those lines
 // would fill logd's buffer with "nothing to do".
+//
+//go:noinline
 func (o *Object) logApply(reason string, res *steering.Result) { LogApply(o.log, reason, res) }
 
 // LogApply logs the result of an apply to log as the daemon does (see

@@ -162,6 +162,8 @@ func pairingSources(d steering.DeviceQueues) string {
 }
 
 // appendSources adds a queue's thread and IRQ sources not yet in srcs.
+//
+//go:noinline
 func appendSources(srcs []string, n *steering.NAPIView, q *steering.IRQView) []string {
 	for _, s := range [2]string{sourceOf(n), irqSourceOf(q)} {
 		if s != "" && !slices.Contains(srcs, s) {

@@ -253,18 +253,18 @@ func (c Set) formatMask(groups, firstBits int) string {
 				if firstBits < 32 {
 					v &= (1 << uint(firstBits)) - 1
 				}
-				s := strconv.FormatUint(uint64(v), 16)
+				s := outline.FormatUint(uint64(v), 16)
 				for pad := (firstBits+3)/4 - len(s); pad > 0; pad-- {
 					b.WriteByte('0')
 				}
 				b.WriteString(s)
 			} else {
-				b.WriteString(strconv.FormatUint(uint64(v), 16))
+				b.WriteString(outline.FormatUint(uint64(v), 16))
 			}
 			continue
 		}
 		b.WriteByte(',')
-		s := strconv.FormatUint(uint64(v), 16)
+		s := outline.FormatUint(uint64(v), 16)
 		for pad := 8 - len(s); pad > 0; pad-- {
 			b.WriteByte('0')
 		}
@@ -305,6 +305,8 @@ func (c Set) String() string {
 }
 
 // isMaskSep is the kernel's __end_of_region: whitespace or a comma.
+//
+//go:noinline
 func isMaskSep(ch byte) bool {
 	return ch == ',' || ch == ' ' || ch == '\t' || ch == '\n' || ch == '\v' || ch == '\f' || ch == '\r'
 }

@@ -122,8 +122,11 @@ func (a Attr) String() (string, error) {
 }
 
 // Attrs decodes the payload as nested attributes.
+//
+//go:noinline
 func (a Attr) Attrs() ([]Attr, error) { return DecodeAttrs(a.Data) }
 
+//go:noinline
 func (a Attr) badLen(kind string) error {
 	return outline.Errorf("%w: attribute %d: %d bytes for a %s", ErrMalformed, a.Type, len(a.Data), kind)
 }

@@ -180,6 +180,8 @@ func (n *Netdev) Family() *Family { return n.family }
 
 // Supports reports whether the kernel implements the named command
 // ("queue-get", "napi-get", "qstats-get", "napi-set", "dev-get").
+//
+//go:noinline
 func (n *Netdev) Supports(op string) bool {
 	cmd, ok := netdevOps[op]
 	return ok && n.family.HasOp(cmd)
@@ -191,6 +193,8 @@ var netdevOps = map[string]uint8{
 }
 
 // errNotSupported is the error of a command the kernel lacks.
+//
+//go:noinline
 func errNotSupported(op string) error {
 	return outline.Errorf("genetlink: netdev %s: not supported by this kernel: %w", op, errors.ErrUnsupported)
 }
@@ -417,6 +421,7 @@ func DecodeQueue(b []byte) (Queue, error) {
 	return q, nil
 }
 
+//go:noinline
 func queueTypeName(t uint32) (string, error) {
 	switch t {
 	case queueTypeRX:

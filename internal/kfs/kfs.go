@@ -79,6 +79,7 @@ func (c *Counts) String() string {
 		c.Openat.Load(), c.Read.Load(), c.Close.Load(), c.Getdents.Load(), c.Readlink.Load(), c.Stat.Load(), c.Other.Load())
 }
 
+//go:noinline
 func (c *Counts) add(n *atomic.Int64) {
 	if c != nil {
 		n.Add(1)

@@ -67,3 +67,15 @@ func Itoa(n int) string { return strconv.Itoa(n) }
 //
 //go:noinline
 func Errorf(format string, a ...any) error { return fmt.Errorf(format, a...) }
+
+// FormatFloat is strconv.FormatFloat.
+//
+//go:noinline
+func FormatFloat(f float64, format byte, prec, bitSize int) string {
+	return strconv.FormatFloat(f, format, prec, bitSize)
+}
+
+// FormatUint is strconv.FormatUint.
+//
+//go:noinline
+func FormatUint(n uint64, base int) string { return strconv.FormatUint(n, base) }

@@ -170,6 +170,8 @@ func (c *Conn) Err() error {
 }
 
 // Close closes the connection; pending requests fail with ErrClosed.
+//
+//go:noinline
 func (c *Conn) Close() error {
 	c.fail(ErrClosed)
 	<-c.done

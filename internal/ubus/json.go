@@ -52,6 +52,8 @@ type jsonScanner struct {
 }
 
 // space skips JSON whitespace.
+//
+//go:noinline
 func (s *jsonScanner) space() {
 	for s.pos < len(s.data) {
 		switch s.data[s.pos] {
@@ -64,6 +66,8 @@ func (s *jsonScanner) space() {
 }
 
 // next consumes c if it is the next byte.
+//
+//go:noinline
 func (s *jsonScanner) next(c byte) bool {
 	if s.pos < len(s.data) && s.data[s.pos] == c {
 		s.pos++
@@ -148,6 +152,8 @@ func (s *jsonScanner) array(depth int) ([]Attr, error) {
 }
 
 // literal consumes word if the text continues with it.
+//
+//go:noinline
 func (s *jsonScanner) literal(word string) bool {
 	if len(s.data)-s.pos >= len(word) && string(s.data[s.pos:s.pos+len(word)]) == word {
 		s.pos += len(word)
@@ -191,6 +197,8 @@ func (s *jsonScanner) value(name string, depth int) (Attr, error) {
 }
 
 // digits consumes a run of decimal digits and reports how many.
+//
+//go:noinline
 func (s *jsonScanner) digits() int {
 	n := 0
 	for s.pos < len(s.data) && s.data[s.pos] >= '0' && s.data[s.pos] <= '9' {
@@ -253,6 +261,8 @@ func intAttr(name string, i int64) Attr {
 }
 
 // hex4 decodes the four hex digits at b, or returns -1.
+//
+//go:noinline
 func hex4(b []byte) rune {
 	if len(b) < 4 {
 		return -1
@@ -399,6 +409,7 @@ type jsonFormatter struct {
 	std    bool
 }
 
+//go:noinline
 func (f *jsonFormatter) separator() {
 	if f.indent == "" {
 		return

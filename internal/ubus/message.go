@@ -93,6 +93,8 @@ var statusText = [...]string{
 }
 
 // String returns the text the stock CLI prints for the code.
+//
+//go:noinline
 func (s Status) String() string {
 	if s >= 0 && int(s) < len(statusText) {
 		return statusText[s]
@@ -107,6 +109,8 @@ func (s Status) Error() string { return s.String() }
 // StatusOf maps an error to the status code a server replies with: nil is
 // StatusOK, a Status (also wrapped) is itself, anything else is
 // StatusUnknownError.
+//
+//go:noinline
 func StatusOf(err error) Status {
 	if err == nil {
 		return StatusOK

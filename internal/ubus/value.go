@@ -383,7 +383,7 @@ func (c *ValueCodec) encode(name string, v reflect.Value, depth int) (Attr, erro
 			case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 				key = strconv.FormatInt(k.Int(), 10)
 			case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-				key = strconv.FormatUint(k.Uint(), 10)
+				key = outline.FormatUint(k.Uint(), 10)
 			default:
 				return Attr{}, outline.Errorf("%q: map key type %s not supported", name, k.Type())
 			}
@@ -478,6 +478,8 @@ func floatAttr(name string, f float64, bits int) (Attr, error) {
 }
 
 // decodeError is a value of the wrong kind at path.
+//
+//go:noinline
 func decodeError(a *Attr, t reflect.Type, path string) error {
 	return outline.Errorf("%s: cannot store %s in %s", path, a.Type, t)
 }

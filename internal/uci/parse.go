@@ -125,6 +125,7 @@ func isBlank(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'
 }
 
+//go:noinline
 func (ps *parser) skipBlank() {
 	for ps.pos < len(ps.buf) && isBlank(ps.buf[ps.pos]) {
 		ps.pos++
@@ -334,6 +335,8 @@ loop:
 // backslash skips a backslash; it reports whether the character now at pos
 // is to be taken literally (false: end of input, or a line continuation,
 // whose line end it has skipped).
+//
+//go:noinline
 func (ps *parser) backslash() bool {
 	ps.pos++
 	switch {

@@ -118,14 +118,20 @@ func (e *ParseError) Error() string {
 
 // ValidName reports whether s may be a section or option name: non-empty,
 // only ASCII letters, digits and '_' (libuci uci_validate_name).
+//
+//go:noinline
 func ValidName(s string) bool { return validStr(s, true, false) }
 
 // ValidPackageName reports whether s may be a config (file) name: non-empty,
 // only ASCII letters, digits, '_' and '-' (libuci uci_validate_package).
+//
+//go:noinline
 func ValidPackageName(s string) bool { return validStr(s, true, true) }
 
 // ValidType reports whether s may be a section type: non-empty, only
 // printable ASCII without space (libuci uci_validate_type).
+//
+//go:noinline
 func ValidType(s string) bool { return validStr(s, false, false) }
 
 //go:noinline
