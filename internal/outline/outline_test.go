@@ -2,6 +2,7 @@ package outline
 
 import (
 	"errors"
+	"math"
 	"strconv"
 	"sync"
 	"testing"
@@ -42,7 +43,7 @@ func TestOutline(t *testing.T) {
 		t.Error("TryLock of a locked Mutex succeeded")
 	}
 	mu.Unlock()
-	for _, v := range []int{0, 7, -12, 99, 100, 1 << 40, -1 << 62} {
+	for _, v := range []int{0, 7, -12, 99, 100, math.MaxInt32, math.MinInt32, math.MaxInt, math.MinInt} {
 		if got, want := Itoa(v), strconv.Itoa(v); got != want {
 			t.Errorf("Itoa(%d) = %q, want %q", v, got, want)
 		}
@@ -58,5 +59,19 @@ func TestErrorf(t *testing.T) {
 	}
 	if got := Errorf("plain").Error(); got != "plain" {
 		t.Errorf("Errorf(plain) = %q", got)
+	}
+}
+
+// FormatFloat and FormatUint format as strconv's.
+func TestFormat(t *testing.T) {
+	for _, f := range []float64{0, -1.5, 3.14159, 1e21, math.Inf(1)} {
+		if got, want := FormatFloat(f, 'g', -1, 64), strconv.FormatFloat(f, 'g', -1, 64); got != want {
+			t.Errorf("FormatFloat(%v) = %q, want %q", f, got, want)
+		}
+	}
+	for _, n := range []uint64{0, 9, 1 << 63} {
+		if got, want := FormatUint(n, 16), strconv.FormatUint(n, 16); got != want {
+			t.Errorf("FormatUint(%d, 16) = %q, want %q", n, got, want)
+		}
 	}
 }
