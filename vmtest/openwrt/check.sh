@@ -362,7 +362,23 @@ c_ifdown_ifup() {
 	waitfor 15 insync || { echo "not in sync: $(brief)"; return 1; }
 }
 run ifdown-ifup c_ifdown_ifup
+# settle: until no apply has happened for 3 s (at most 30 s): the reloads
+# procd still has queued from the checks before (interface events run one
+# second late, more on a loaded machine) must not land after the apply a
+# check waits for and hide it.
+settle() {
+	local a b i=0
+	a=$(last_time)
+	while [ "$i" -lt 10 ]; do
+		sleep 3
+		b=$(last_time)
+		[ "$a" = "$b" ] && return 0
+		a=$b
+		i=$((i + 1))
+	done
+}
 c_hotplug_add() {
+	settle
 	ip link add psv0 type veth peer name psv1 || return 1
 	waitfor 20 sh -c 'logread | grep -q "reason=hotplug\|device=psv"; [ "$(ubus call packet_steering status | jsonfilter -e @.last_apply.reason)" = hotplug ]' ||
 		{ echo "no hotplug apply: $(stf '@.last_apply')"; ip link del psv0; return 1; }
