@@ -396,6 +396,7 @@ func checkGuest(t *testing.T, g *guest, con *consoleOut) {
 	if c.getJSON(con, "call-apply", &viaDaemon) && (len(viaDaemon.Changed) != 0 || len(viaDaemon.Failed) != 0) {
 		c.errorf("apply through the daemon changed %d and failed %d actions, want none", len(viaDaemon.Changed), len(viaDaemon.Failed))
 	}
+	checkMemory(t, c, g, con)
 	var q, qcli queuesOut
 	c.getJSON(con, "call-queues", &q)
 	c.getJSON(con, "queues-json", &qcli)
@@ -685,5 +686,50 @@ func writeCells(b *strings.Builder, cells [][]string) {
 			line += fmt.Sprintf("%-*s", width[i], s)
 		}
 		b.WriteString(strings.TrimRight(line, " ") + "\n")
+	}
+}
+
+// rssBudgetKB is the router build's resident memory after 1,000 calls on
+// mipsel_24kc (issue 20: at most 6 MiB), checked on the guest of that
+// architecture once the daemon's idle trim has run.
+const rssBudgetKB = 6 << 10
+
+// daemonMemory is `vmguest calls`'s report (vmguest/calls.go).
+type daemonMemory struct {
+	Calls   int      `json:"calls"`
+	Seconds float64  `json:"seconds"`
+	Before  memoryKB `json:"before"`
+	After   memoryKB `json:"after"`
+	Idle    memoryKB `json:"idle"`
+}
+
+// memoryKB is one reading of /proc/PID/status.
+type memoryKB struct {
+	RSS   int `json:"rss_kb"`
+	Anon  int `json:"anon_kb"`
+	File  int `json:"file_kb"`
+	Shmem int `json:"shmem_kb"`
+}
+
+// checkMemory logs the daemon's memory around the 1,000 calls of a guest
+// that measures it (the 32-bit MIPS one, the budget's architecture) and
+// holds it to rssBudgetKB. The binary is in the initramfs, so its pages
+// count as shared memory rather than file pages; VmRSS counts both.
+func checkMemory(t *testing.T, c *checker, g *guest, con *consoleOut) {
+	if !g.memory {
+		return
+	}
+	var m daemonMemory
+	if !c.getJSON(con, "daemon-memory", &m) {
+		return
+	}
+	if m.Calls != 1000 || m.Before.RSS == 0 || m.Idle.RSS == 0 {
+		c.errorf("daemon-memory: %d calls, RSS %d kB before and %d kB idle", m.Calls, m.Before.RSS, m.Idle.RSS)
+		return
+	}
+	t.Logf("%s: daemon RSS %d kB (anon %d, file %d, shmem %d) before, %d kB after %d calls in %.1f s, %d kB (anon %d, file %d, shmem %d) 3 s later",
+		g.name, m.Before.RSS, m.Before.Anon, m.Before.File, m.Before.Shmem, m.After.RSS, m.Calls, m.Seconds, m.Idle.RSS, m.Idle.Anon, m.Idle.File, m.Idle.Shmem)
+	if m.Idle.RSS > rssBudgetKB {
+		c.errorf("daemon RSS %d kB 3 s after %d calls, over the budget of %d kB", m.Idle.RSS, m.Calls, rssBudgetKB)
 	}
 }

@@ -300,8 +300,8 @@ func (c *cache) buildImage(ctx context.Context, g *guest, dir string) (image, er
 			return image{}, err
 		}
 	}
-	conf := fmt.Sprintf("VMT_MODULES=%q\nVMT_TRAFFIC=%d\nVMT_ECHO=%d\nVMT_COUNT=%d\nVMT_DEVICES=%d\nVMT_ADAPTIVE=%d\nVMT_FLOOD=%d\nVMT_PPPOE=%d\n",
-		strings.Join(names, " "), boolInt(g.queues > 0), echoPort, g.count, g.nics(), boolInt(g.adaptive && g.queues > 0), floodPort, boolInt(g.pppoe && g.queues > 0))
+	conf := fmt.Sprintf("VMT_MODULES=%q\nVMT_TRAFFIC=%d\nVMT_ECHO=%d\nVMT_COUNT=%d\nVMT_DEVICES=%d\nVMT_ADAPTIVE=%d\nVMT_FLOOD=%d\nVMT_PPPOE=%d\nVMT_MEMORY=%d\n",
+		strings.Join(names, " "), boolInt(g.queues > 0), echoPort, g.count, g.nics(), boolInt(g.adaptive && g.queues > 0), floodPort, boolInt(g.pppoe && g.queues > 0), boolInt(g.memory))
 	if err := writeFile(filepath.Join(root, "etc", "vmtest.conf"), []byte(conf+g.conf), 0o644); err != nil {
 		return image{}, err
 	}

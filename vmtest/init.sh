@@ -17,7 +17,7 @@ mount -t tmpfs tmp /tmp
 echo 1 >/proc/sys/kernel/printk
 
 # VMT_MODULES, VMT_TRAFFIC, VMT_ECHO, VMT_COUNT, VMT_DEVICES, VMT_ADAPTIVE,
-# VMT_FLOOD, VMT_PPPOE
+# VMT_FLOOD, VMT_PPPOE, VMT_MEMORY
 # shellcheck source=/dev/null
 . /etc/vmtest.conf
 
@@ -203,6 +203,12 @@ start_daemon $ps_ /tmp/daemon.log
 section call-status $ps_ call --socket "$sock" --timeout 20 status
 section call-queues $ps_ call --socket "$sock" --timeout 20 get_queues
 section call-apply $ps_ call --socket "$sock" --timeout 20 apply '{"reason":"vmtest-daemon"}'
+# The daemon's memory around 1,000 calls, on the guest of the budget's
+# architecture (at most 6 MiB of RSS for the mipsel_24kc router build;
+# check_test.go checkMemory): 1-3 minutes of TCG time.
+if [ "$VMT_MEMORY" = 1 ]; then
+	section daemon-memory /usr/bin/vmguest calls "$sock" "$daemon" 1000
+fi
 kill "$daemon"
 wait "$daemon"
 echo "daemon exit $?"

@@ -19,6 +19,12 @@
 //	vmguest events SOCKET PATTERN
 //	    print each ubus event matching PATTERN as one line, "EVENT JSON",
 //	    until SIGTERM
+//	vmguest calls SOCKET PID N
+//	    N calls to packet_steering over one connection, each answered before
+//	    the next (status, get_queues, set_mode adaptive and set_mode auto,
+//	    not persisted, in turn, as scripts/flood makes them), then PID's
+//	    memory as JSON: VmRSS, RssAnon and RssFile in kB before the calls,
+//	    after them and 3 s later, once the daemon's idle trim has run
 //	vmguest pppoe -dev DEV -peer MAC -sid N -name NAME
 //	    a kernel-only PPPoE session over DEV to MAC with session id N and
 //	    its ppp netdev named NAME (no discovery, no LCP: the test beds
@@ -73,6 +79,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return keepalive(ctx, args[1:])
 	case "pppoe":
 		return pppoe(ctx, args[1:], out)
+	case "calls":
+		return calls(ctx, args[1:], out)
 	case "events":
 		if len(args) != 3 {
 			return errors.New("usage: vmguest events SOCKET PATTERN")
