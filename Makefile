@@ -215,8 +215,9 @@ test-openwrt: deps packages packages-next
 # and the RPS masks of the steered device and prints forwarded packets/s
 # as ratios to auto's. Figures, not pass/fail on timing (each fails only
 # when the bed itself does not work, or auto does not steer the device).
-# BED_PPS, BED_RUNS, BED_SECONDS set the PPPoE bed's offered load and
-# sweep; SKEW_BED_RULES, _RATE, _RUNS, _SECONDS, _WARMUP the skew bed's.
+# BED_PPS, BED_RUNS, BED_SECONDS, BED_INTERLEAVE (1: tune --interleave, the
+# default; 0: each candidate's runs in a row) set the PPPoE bed's offered load and
+# sweep; SKEW_BED_RULES, _RATE, _RUNS, _SECONDS, _WARMUP, _INTERLEAVE the skew bed's.
 .PHONY: beds bed-pppoe bed-skew
 beds: bed-pppoe bed-skew
 

@@ -176,18 +176,24 @@ func spreadSkewed(b *builder, s *platform.Snapshot, _ int) (string, []Hint) {
 		if exclude.Len() == len(pic.ids) {
 			exclude = cpuset.Set{} // unplaced: nothing to keep off
 		}
-		targets := pic.big
-		if targets.IsEmpty() {
-			targets = pic.all
+		base := pic.big
+		if base.IsEmpty() {
+			base = pic.all
 		}
+		targets := base
 		for _, c := range exclude.CPUs() {
 			targets = targets.Remove(c)
 		}
-		// One CPU left (a 2-CPU board) is still worth it: the stack's
-		// work moves off the receiving CPU, as the stock rule's next-CPU
-		// RPS does (the skewed-RSS bed, docs/platforms.md "Test beds",
-		// 2 CPUs: 32 against 15 Mbit/s with RPS off in one run, a tie in
-		// the next; never worse).
+		// One CPU left (a 2-CPU board): RPS over both, the receiving CPU
+		// included, rather than moving all of the stack's work to the
+		// other one. The skewed-RSS bed on 2 CPUs (docs/platforms.md "Test
+		// beds"), two sweeps: both CPUs 92 and 63 Mbit/s (medians of 5)
+		// against 55-59 and 49-52 with the other CPU alone; lantiq's two
+		// VPEs the same way (openwrt/openwrt#2553: all-CPU masks over
+		// the non-IRQ CPU).
+		if targets.Len() == 1 && base.Len() == 2 {
+			targets = base
+		}
 		if targets.IsEmpty() {
 			hints = append(hints, Hint{ID: HintRSSSkew, Device: d.Name,
 				Text: fmt.Sprintf("%s %s carried %.0f%% of the device's %s (openwrt/openwrt#13493), but no CPU is free of its own IRQ and NAPI work, so there is nowhere to spread it.", d.Name, rq.Name, share, what)})

@@ -159,11 +159,14 @@ func skewBedRouter(t *testing.T) {
 	o := tbOptions(t, skPort)
 	o.Target = skServer
 	o.LoadCmd, o.LoadTime, o.Runs, o.Settle = load, time.Duration(secs)*time.Second+time.Second, runs, time.Second
+	// In rounds unless SKEW_BED_INTERLEAVE=0: the shared machine's drift
+	// then falls on every candidate alike (tune --interleave).
+	o.Interleave = envInt("SKEW_BED_INTERLEAVE", 1) != 0
 	o.Candidates, o.MaxConfigs, o.MaxDuration = strings.Join(cands, ";"), 64, 20*time.Minute
 	rep, table, took := runTune(t, ctx, o)
 	t.Logf("sweep took %s\n%s", took.Round(time.Second), table)
-	t.Log("\n" + skewSummary(rep, fmt.Sprintf("Skewed-RSS bed: host namespaces, %d CPUs, 4-queue veth with every flow on rx-0, %s firewall rules, iperf3 UDP -P 4 -b %s -l 1200; Mbit/s the server received, median (min-max) of %d runs of %d s",
-		cpuCount(t), os.Getenv("SK_RULES"), rate, runs, secs)))
+	t.Log("\n" + skewSummary(rep, fmt.Sprintf("Skewed-RSS bed: host namespaces, %d CPUs, 4-queue veth with every flow on rx-0, %s firewall rules, iperf3 UDP -P 4 -b %s -l 1200; Mbit/s the server received, median (min-max) of %d runs of %d s%s",
+		cpuCount(t), os.Getenv("SK_RULES"), rate, runs, secs, map[bool]string{true: ", interleaved (every candidate once per round)", false: ""}[o.Interleave])))
 }
 
 // skewSummary prints each candidate's median and range with its ratio to

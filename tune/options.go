@@ -45,8 +45,10 @@ type Options struct {
 	LoadCmd  string
 	LoadTime time.Duration
 
-	Runs        int
-	Settle      time.Duration
+	Runs   int
+	Settle time.Duration
+	// Interleave runs the candidates in rounds (--interleave; sweep.Interleave).
+	Interleave  bool
 	Candidates  string
 	Devices     string
 	MaxConfigs  int
@@ -241,13 +243,18 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 		break
 	}
 	sw := &sweep{
-		Candidates: cands, Runs: o.Runs, Settle: o.Settle, Load: &irqCounting{loadDriver: load, root: o.Root}, Steerer: st,
+		Candidates: cands, Runs: o.Runs, Settle: o.Settle, Interleave: o.Interleave, Load: &irqCounting{loadDriver: load, root: o.Root}, Steerer: st,
 		Counters: func() ([]CPUCounters, error) { return ReadCounters(o.Root) },
 		Metric:   metric(o.Metric), Progress: stderr,
 	}
 	est := sw.Estimate()
-	fmt.Fprintf(stderr, "tune: %d candidates x (settle %s + %d runs x %s) = about %s (limit --max-duration %s)\n",
-		len(cands), o.Settle, o.Runs, load.Estimate(), est.Round(time.Second), o.MaxDuration)
+	if o.Interleave {
+		fmt.Fprintf(stderr, "tune: %d rounds x %d candidates x (settle %s + %s) = about %s (limit --max-duration %s)\n",
+			o.Runs, len(cands), o.Settle, load.Estimate(), est.Round(time.Second), o.MaxDuration)
+	} else {
+		fmt.Fprintf(stderr, "tune: %d candidates x (settle %s + %d runs x %s) = about %s (limit --max-duration %s)\n",
+			len(cands), o.Settle, o.Runs, load.Estimate(), est.Round(time.Second), o.MaxDuration)
+	}
 	fmt.Fprintf(stderr, "tune: load: %s\n", load)
 	if est > o.MaxDuration {
 		return usagef("the estimate %s exceeds --max-duration %s: fewer --candidates/--max-configs, --runs or --time",

@@ -13,9 +13,12 @@ import (
 
 // report is the outcome of a sweep; it is what --json prints.
 type report struct {
-	Load   string `json:"load"`
-	Runs   int    `json:"runs"`
-	Settle string `json:"settle"`
+	Load string `json:"load"`
+	Runs int    `json:"runs"`
+	// Interleaved: the runs were made in rounds, every candidate once per
+	// round (--interleave).
+	Interleaved bool   `json:"interleaved,omitempty"`
+	Settle      string `json:"settle"`
 	// Metric is what the recommendation ranks by.
 	Metric metric `json:"metric"`
 	// Devices are the configuration columns (see Prepared.Devices).
@@ -417,7 +420,11 @@ func (r *report) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return outline.Errorf("write table: %w", err)
 	}
-	fmt.Fprintf(w, "\nload: %s; %d runs per candidate, settle %s\n", r.Load, r.Runs, r.Settle)
+	fmt.Fprintf(w, "\nload: %s; %d runs per candidate, settle %s", r.Load, r.Runs, r.Settle)
+	if r.Interleaved {
+		fmt.Fprintf(w, "; interleaved: %d rounds, every candidate applied and run once per round", r.Runs)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "recommendation: %s\n", r.Recommendation.Text)
 	if !r.Complete {
 		fmt.Fprintln(w, "the sweep did not complete: the table holds what was measured before it stopped")

@@ -80,7 +80,13 @@ type sweep struct {
 	// Runs per candidate (at least 1) and Settle, the wait after each apply.
 	Runs   int
 	Settle time.Duration
-	Load   loadDriver
+	// Interleave measures in rounds: each candidate applied and run once
+	// per round, Runs rounds, so that a drift in the machine's own load
+	// (a job starting, a thermal limit) falls on every candidate alike
+	// instead of on the ones measured while it lasted. Each run then has
+	// its own apply and settle.
+	Interleave bool
+	Load       loadDriver
 	// Steerer applies candidates and restores the original state.
 	Steerer steerer
 	// Counters reads the per-CPU counters (ReadCounters of the root).
@@ -104,6 +110,9 @@ func (s *sweep) Estimate() time.Duration {
 }
 
 func (s *sweep) perCandidate(run time.Duration) time.Duration {
+	if s.Interleave {
+		return time.Duration(s.runs()) * (s.Settle + run)
+	}
 	return s.Settle + time.Duration(s.runs())*run
 }
 
@@ -147,12 +156,13 @@ func (s *sweep) Run(ctx context.Context) (rep *report, err error) {
 		metric = metricThroughput
 	}
 	rep = &report{
-		Load:    s.Load.String(),
-		Runs:    s.runs(),
-		Settle:  s.Settle.String(),
-		Metric:  metric,
-		Notes:   metricNotes(),
-		Results: make([]result, len(s.Candidates)),
+		Load:        s.Load.String(),
+		Runs:        s.runs(),
+		Interleaved: s.Interleave,
+		Settle:      s.Settle.String(),
+		Metric:      metric,
+		Notes:       metricNotes(),
+		Results:     make([]result, len(s.Candidates)),
 	}
 	for i, c := range s.Candidates {
 		rep.Results[i].Candidate = c
@@ -194,57 +204,102 @@ func (s *sweep) Run(ctx context.Context) (rep *report, err error) {
 	}()
 
 	runs := s.runs()
+	steps := s.order(runs)
 	var runTime time.Duration
 	var runCount int
-	left := func(cand, run int) time.Duration {
+	// left is the time the steps from k on should take.
+	left := func(k int) time.Duration {
 		per := s.Load.Estimate()
 		if runCount > 0 {
 			per = runTime / time.Duration(runCount)
 		}
-		remainingRuns := (len(s.Candidates)-cand-1)*runs + (runs - run)
-		return time.Duration(remainingRuns)*per + time.Duration(len(s.Candidates)-cand-1)*s.Settle
+		var d time.Duration
+		for _, st := range steps[k:] {
+			d += per
+			if st.apply {
+				d += s.Settle
+			}
+		}
+		return d
 	}
-	for i, c := range s.Candidates {
+	for k, st := range steps {
+		i, j, c := st.cand, st.run, s.Candidates[st.cand]
 		res := &rep.Results[i]
+		if res.Error != "" {
+			continue // its apply failed in an earlier round
+		}
 		if err := ctx.Err(); err != nil {
 			return rep, outline.Errorf("sweep stopped before candidate %d of %d: %w", i+1, len(s.Candidates), err)
 		}
-		s.progress("[%d/%d] %s: apply", i+1, len(s.Candidates), c.Name)
-		if err := s.Steerer.Apply(ctx, c); err != nil {
-			if ctx.Err() != nil {
-				return rep, outline.Errorf("candidate %s: apply: %w", c.Name, err)
+		if st.apply {
+			s.progress("[%d/%d] %s: apply", i+1, len(s.Candidates), c.Name)
+			if err := s.Steerer.Apply(ctx, c); err != nil {
+				if ctx.Err() != nil {
+					return rep, outline.Errorf("candidate %s: apply: %w", c.Name, err)
+				}
+				res.Error = fmt.Sprintf("apply: %v", err)
+				if j > 0 {
+					// Interleaved, it applied in earlier rounds: a
+					// candidate that cannot be applied every time is
+					// not ranked on the runs it had.
+					res.Error = fmt.Sprintf("apply (round %d): %v", j+1, err)
+					res.Runs = nil
+				}
+				s.progress("[%d/%d] %s: not measured: %v", i+1, len(s.Candidates), c.Name, err)
+				continue
 			}
-			res.Error = fmt.Sprintf("apply: %v", err)
-			s.progress("[%d/%d] %s: not measured: %v", i+1, len(s.Candidates), c.Name, err)
-			continue
+			if err := sleep(ctx, s.Settle); err != nil {
+				return rep, outline.Errorf("candidate %s: settle: %w", c.Name, err)
+			}
 		}
-		if err := sleep(ctx, s.Settle); err != nil {
-			return rep, outline.Errorf("candidate %s: settle: %w", c.Name, err)
+		s.progress("[%d/%d] %s: run %d/%d, about %s left", i+1, len(s.Candidates), c.Name, j+1, runs,
+			left(k).Round(time.Second))
+		before, err := s.Counters()
+		if err != nil {
+			return rep, outline.Errorf("candidate %s run %d: %w", c.Name, j+1, err)
 		}
-		for j := 0; j < runs; j++ {
-			s.progress("[%d/%d] %s: run %d/%d, about %s left", i+1, len(s.Candidates), c.Name, j+1, runs,
-				left(i, j).Round(time.Second))
-			before, err := s.Counters()
-			if err != nil {
-				return rep, outline.Errorf("candidate %s run %d: %w", c.Name, j+1, err)
-			}
-			t0 := now()
-			m, err := s.Load.Run(ctx, j)
-			took := now().Sub(t0)
-			if err != nil {
-				return rep, outline.Errorf("candidate %s run %d: %w", c.Name, j+1, err)
-			}
-			after, err := s.Counters()
-			if err != nil {
-				return rep, outline.Errorf("candidate %s run %d: %w", c.Name, j+1, err)
-			}
-			runTime += took
-			runCount++
-			res.Runs = append(res.Runs, run{measurement: m, Seconds: took.Seconds(), CPUs: Deltas(before, after)})
+		t0 := now()
+		m, err := s.Load.Run(ctx, j)
+		took := now().Sub(t0)
+		if err != nil {
+			return rep, outline.Errorf("candidate %s run %d: %w", c.Name, j+1, err)
 		}
+		after, err := s.Counters()
+		if err != nil {
+			return rep, outline.Errorf("candidate %s run %d: %w", c.Name, j+1, err)
+		}
+		runTime += took
+		runCount++
+		res.Runs = append(res.Runs, run{measurement: m, Seconds: took.Seconds(), CPUs: Deltas(before, after)})
 	}
 	rep.Complete = true
 	return rep, nil
+}
+
+// step is one run of one candidate, after an apply when apply is set.
+type step struct {
+	cand, run int
+	apply     bool
+}
+
+// order is the sweep's steps: each candidate's runs in a row after one
+// apply, or with Interleave round by round, an apply before every run.
+func (s *sweep) order(runs int) []step {
+	steps := make([]step, 0, len(s.Candidates)*runs)
+	if s.Interleave {
+		for j := 0; j < runs; j++ {
+			for i := range s.Candidates {
+				steps = append(steps, step{cand: i, run: j, apply: true})
+			}
+		}
+		return steps
+	}
+	for i := range s.Candidates {
+		for j := 0; j < runs; j++ {
+			steps = append(steps, step{cand: i, run: j, apply: j == 0})
+		}
+	}
+	return steps
 }
 
 //go:noinline

@@ -338,3 +338,122 @@ func TestWriteTable(t *testing.T) {
 	}
 	t.Logf("\n%s", txt)
 }
+
+// driftLoad measures every candidate alike, less with each run the machine
+// makes: a background job slowly taking the CPUs.
+type driftLoad struct{ runs int }
+
+func (l *driftLoad) Run(ctx context.Context, run int) (measurement, error) {
+	l.runs++
+	return measurement{Throughput: 1000e6 - 10e6*float64(l.runs), Unit: unitBPS}, ctx.Err()
+}
+func (l *driftLoad) Estimate() time.Duration { return time.Second }
+func (l *driftLoad) String() string          { return "drift" }
+
+func TestSweepInterleave(t *testing.T) {
+	tests := []struct {
+		name       string
+		interleave bool
+		cands      string
+		failApply  map[string]error
+		applied    string
+		estimate   time.Duration
+		// what the drift load makes of three identical candidates
+		clear  bool
+		best   string
+		failed map[int]string
+	}{
+		{name: "blocked", cands: "off;auto;eth0:2", applied: "off,auto,eth0:2",
+			estimate: 3 * (time.Second + 3*time.Second), clear: true, best: "off"},
+		{name: "interleaved", interleave: true, cands: "off;auto;eth0:2",
+			applied:  "off,auto,eth0:2,off,auto,eth0:2,off,auto,eth0:2",
+			estimate: 3 * 3 * (time.Second + time.Second), clear: true, best: "auto"},
+		{name: "interleaved, one apply fails", interleave: true, cands: "off;eth0:1;auto",
+			failApply: map[string]error{"eth0:1": errors.New("write rps_cpus: invalid argument")},
+			applied:   "off,auto,off,auto,off,auto",
+			estimate:  3 * 3 * (time.Second + time.Second), clear: true, best: "auto",
+			failed: map[int]string{1: "apply: write rps_cpus: invalid argument"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, st, _, _ := newFakeSweep(t, tt.cands)
+			st.failApply = tt.failApply
+			load := &driftLoad{}
+			s.Load, s.Runs, s.Interleave = load, 3, tt.interleave
+			if got := s.Estimate(); got != tt.estimate {
+				t.Errorf("estimate %v, want %v", got, tt.estimate)
+			}
+			rep, err := s.Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(st.applied, ","); got != tt.applied {
+				t.Errorf("applied %s, want %s", got, tt.applied)
+			}
+			if rep.Interleaved != tt.interleave || !rep.Complete || st.live != "original" {
+				t.Errorf("interleaved %v complete %v live %q", rep.Interleaved, rep.Complete, st.live)
+			}
+			for i, r := range rep.Results {
+				if want := tt.failed[i]; r.Error != want || (want == "") != (len(r.Runs) == 3) {
+					t.Errorf("%s: error %q with %d runs, want %q", r.Candidate.Name, r.Error, len(r.Runs), want)
+				}
+			}
+			rec := rep.Recommendation
+			if rec.Best == "" || rec.Clear != tt.clear {
+				t.Fatalf("recommendation %+v", rec)
+			}
+			// Blocked, the drift makes the first candidate a clear
+			// winner over identical ones; interleaved, their ranges
+			// overlap and auto is kept.
+			if rec.Candidate != tt.best {
+				t.Errorf("recommended %s, want %s (%+v)", rec.Candidate, tt.best, rec)
+			}
+			if !tt.interleave && len(rec.Tied) != 0 {
+				t.Errorf("blocked: ties %v", rec.Tied)
+			}
+			if tt.interleave && len(rec.Tied) == 0 {
+				t.Errorf("interleaved: no ties: the drift decided (%+v)", rec)
+			}
+		})
+	}
+}
+
+func TestSweepInterleaveLaterApplyFails(t *testing.T) {
+	s, st, _, _ := newFakeSweep(t, "off;eth0:2;auto")
+	s.Interleave = true
+	applies := 0
+	st.failApply = nil
+	s.Steerer = steererFunc{st, func(c candidate) error {
+		if c.Name == "eth0:2" {
+			applies++
+			if applies == 2 {
+				return errors.New("write rps_cpus: no such device")
+			}
+		}
+		return nil
+	}}
+	rep, err := s.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Results[1]
+	if r.Error != "apply (round 2): write rps_cpus: no such device" || len(r.Runs) != 0 || applies != 2 {
+		t.Errorf("eth0:2: error %q, %d runs, %d applies", r.Error, len(r.Runs), applies)
+	}
+	if rep.Recommendation.Best == "eth0:2" {
+		t.Errorf("a candidate that failed to apply was ranked: %+v", rep.Recommendation)
+	}
+}
+
+// steererFunc is fakeSteerer with an apply check of its own.
+type steererFunc struct {
+	*fakeSteerer
+	check func(candidate) error
+}
+
+func (f steererFunc) Apply(ctx context.Context, c candidate) error {
+	if err := f.check(c); err != nil {
+		return err
+	}
+	return f.fakeSteerer.Apply(ctx, c)
+}

@@ -116,8 +116,13 @@ while [ $m -lt $((1 << $(nproc))) ]; do
 	cands="$cands;pppoe-wan:$(printf %x $m)"
 	m=$((m + 1))
 done
+# In rounds (--interleave) unless BED_INTERLEAVE=0: the host's drift then
+# falls on every candidate alike.
+il=
+[ "$BED_INTERLEAVE" = 0 ] || il=--interleave
+# shellcheck disable=SC2086 # $il is one flag or nothing
 $ps_ tune --target 198.18.42.2 --load "sh /etc/bed-count.sh $BED_LOAD_SECONDS" \
-	--load-time "${BED_LOAD_SECONDS}s" --runs "$BED_RUNS" --settle 1s \
+	--load-time "${BED_LOAD_SECONDS}s" --runs "$BED_RUNS" --settle 1s $il \
 	--candidates "$cands" --max-configs 64 --max-duration 30m --json >/tmp/tune.json 2>/tmp/tune.err
 echo "=== INFO tune_rc=$?"
 section tune-log cat /tmp/tune.err

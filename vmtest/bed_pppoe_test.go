@@ -73,15 +73,15 @@ const (
 )
 
 // pppoeBedGuest is the x86_64 guest with the bed's modules and script.
-func pppoeBedGuest(pps, runs, seconds int) *guest {
+func pppoeBedGuest(pps, runs, seconds, interleave int) *guest {
 	g := guests()[0] // x86_64, the system's kernel
 	g.name = "bed-pppoe"
 	g.modules = []string{"virtio_pci", "virtio_net", "pppoe", "dummy"}
 	g.adaptive = false
 	g.timeout = 40 * time.Minute
 	g.init = bedPPPoEInit
-	g.conf = fmt.Sprintf("BED_WAN_MAC=%s\nBED_PEER_MAC=%s\nBED_SID=%d\nBED_RUNS=%d\nBED_LOAD_SECONDS=%d\nBED_PPS=%d\n",
-		bedWANMAC, bedPeerMAC, bedSID, runs, seconds, pps)
+	g.conf = fmt.Sprintf("BED_WAN_MAC=%s\nBED_PEER_MAC=%s\nBED_SID=%d\nBED_RUNS=%d\nBED_LOAD_SECONDS=%d\nBED_PPS=%d\nBED_INTERLEAVE=%d\n",
+		bedWANMAC, bedPeerMAC, bedSID, runs, seconds, pps, interleave)
 	g.files = map[string][]byte{"etc/bed-count.sh": []byte(bedCount)}
 	return g
 }
@@ -101,6 +101,8 @@ func TestBedPPPoE(t *testing.T) {
 	pps := envInt(t, "BED_PPS", bedPPSDefault, 1000, 1_000_000)
 	runs := envInt(t, "BED_RUNS", 5, 1, 20)
 	seconds := envInt(t, "BED_SECONDS", 3, 1, 60)
+	// In rounds (tune --interleave) unless BED_INTERLEAVE=0.
+	interleave := envInt(t, "BED_INTERLEAVE", 1, 0, 1)
 	repo, err := repoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +112,7 @@ func TestBedPPPoE(t *testing.T) {
 		t.Fatal(err)
 	}
 	removeStaleNamespaces(t)
-	g := pppoeBedGuest(pps, runs, seconds)
+	g := pppoeBedGuest(pps, runs, seconds, interleave)
 	flood := &pppoeFlood{tap: tapSQ, pps: pps}
 	g.watch = flood.line
 	t.Cleanup(func() { flood.halt() })
@@ -168,8 +170,8 @@ func TestBedPPPoE(t *testing.T) {
 	}
 	state, _ := con.get("state-auto")
 	t.Logf("auto's placement in the guest:\n%s", state)
-	header := fmt.Sprintf("PPPoE bed: x86_64 guest, %s vCPUs (TCG), WAN %s with a PPPoE session, %d flows offered at %d pps from the host, forwarded pppoe-wan -> lan0; packets/s, median (min-max) of %d runs of %d s",
-		con.info["cpus"], con.info["wan"], bedFlows, pps, runs, seconds)
+	header := fmt.Sprintf("PPPoE bed: x86_64 guest, %s vCPUs (TCG), WAN %s with a PPPoE session, %d flows offered at %d pps from the host, forwarded pppoe-wan -> lan0; packets/s, median (min-max) of %d runs of %d s%s",
+		con.info["cpus"], con.info["wan"], bedFlows, pps, runs, seconds, map[int]string{1: ", interleaved (every candidate once per round)", 0: ""}[interleave])
 	t.Log("\n" + rep.table(header))
 }
 

@@ -88,6 +88,7 @@ func parseTune(env *cliEnv, args []string) (o *tune.Options, help bool, err erro
 	fs.DurationVar(&o.LoadTime, "load-time", o.LoadTime, "how long one --load run takes, for the estimate")
 	fs.IntVar(&o.Runs, "runs", o.Runs, "runs per candidate")
 	fs.DurationVar(&o.Settle, "settle", o.Settle, "wait after each apply")
+	fs.BoolVar(&o.Interleave, "interleave", o.Interleave, "run in rounds, each candidate once per round (docs/tune.md)")
 	fs.StringVar(&o.Candidates, "candidates", o.Candidates, "candidate list (see above)")
 	fs.StringVar(&o.Devices, "devices", o.Devices, "comma-separated devices whose RPS masks are varied (default: the steered ones)")
 	fs.IntVar(&o.MaxConfigs, "max-configs", o.MaxConfigs, "at most this many candidates")
