@@ -28,6 +28,7 @@ var layers = map[string]int{
 	"internal/outline":                     0,
 	"internal/netnstest":                   0,
 	"internal/genetlink":                   0,
+	"internal/procmem":                     0,
 	"luci-app-packet-steering":             0,
 	"platform/fixture":                     0,
 	"platform/fixture/fixturetest":         0,

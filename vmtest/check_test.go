@@ -10,6 +10,7 @@ import (
 
 	"github.com/packet-steering/packet-steering/adaptive"
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/procmem"
 	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 	"github.com/packet-steering/packet-steering/steering"
@@ -696,19 +697,11 @@ const rssBudgetKB = 6 << 10
 
 // daemonMemory is `vmguest calls`'s report (vmguest/calls.go).
 type daemonMemory struct {
-	Calls   int      `json:"calls"`
-	Seconds float64  `json:"seconds"`
-	Before  memoryKB `json:"before"`
-	After   memoryKB `json:"after"`
-	Idle    memoryKB `json:"idle"`
-}
-
-// memoryKB is one reading of /proc/PID/status.
-type memoryKB struct {
-	RSS   int `json:"rss_kb"`
-	Anon  int `json:"anon_kb"`
-	File  int `json:"file_kb"`
-	Shmem int `json:"shmem_kb"`
+	Calls   int            `json:"calls"`
+	Seconds float64        `json:"seconds"`
+	Before  procmem.Status `json:"before"`
+	After   procmem.Status `json:"after"`
+	Idle    procmem.Status `json:"idle"`
 }
 
 // checkMemory logs the daemon's memory around the 1,000 calls of a guest

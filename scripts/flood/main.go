@@ -28,7 +28,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -41,6 +40,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/procmem"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/internal/ubus/ubustest"
 	"github.com/packet-steering/packet-steering/platform/fixture"
@@ -393,35 +393,13 @@ type status struct {
 	threads    int
 }
 
-// procStatus reads VmRSS, VmHWM and Threads of pid (proc(5)).
+// procStatus reads VmRSS, VmHWM, RssAnon, RssFile and Threads of pid.
 func procStatus(pid int) (status, error) {
-	var st status
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	st, err := procmem.Read(pid)
 	if err != nil {
-		return st, fmt.Errorf("daemon status: %w", err)
+		return status{}, fmt.Errorf("daemon status: %w", err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-		switch k {
-		case "VmRSS":
-			st.rss = n << 10
-		case "VmHWM":
-			st.hwm = n << 10
-		case "RssAnon":
-			st.anon = n << 10
-		case "RssFile":
-			st.file = n << 10
-		case "Threads":
-			st.threads = n
-		}
-	}
-	return st, sc.Err()
+	return status{rss: st.RSS << 10, hwm: st.HWM << 10, anon: st.Anon << 10, file: st.File << 10, threads: st.Threads}, nil
 }
 
 // cpuTime is utime+stime of pid (proc(5), fields 14 and 15, in clock

@@ -1,35 +1,25 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/procmem"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 )
-
-// memory is a process's resident memory in kB (proc(5), /proc/PID/status).
-type memory struct {
-	RSS   int `json:"rss_kb"`
-	Anon  int `json:"anon_kb"`
-	File  int `json:"file_kb"`
-	Shmem int `json:"shmem_kb"`
-}
 
 // callsReport is what `vmguest calls` prints.
 type callsReport struct {
 	Calls   int            `json:"calls"`
 	Seconds float64        `json:"seconds"`
-	Before  memory         `json:"before"`
-	After   memory         `json:"after"`
-	Idle    memory         `json:"idle"`
+	Before  procmem.Status `json:"before"`
+	After   procmem.Status `json:"after"`
+	Idle    procmem.Status `json:"idle"`
 	Methods map[string]int `json:"methods"`
 }
 
@@ -99,37 +89,11 @@ func calls(ctx context.Context, args []string, out io.Writer) error {
 	return err
 }
 
-// readMemory reads VmRSS, RssAnon and RssFile of pid.
-func readMemory(pid int) (memory, error) {
-	var m memory
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+// readMemory reads pid's memory.
+func readMemory(pid int) (procmem.Status, error) {
+	m, err := procmem.Read(pid)
 	if err != nil {
 		return m, fmt.Errorf("calls: %w", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-		switch k {
-		case "VmRSS":
-			m.RSS = kb
-		case "RssAnon":
-			m.Anon = kb
-		case "RssFile":
-			m.File = kb
-		case "RssShmem":
-			m.Shmem = kb
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return m, fmt.Errorf("calls: %w", err)
-	}
-	if m.RSS == 0 {
-		return m, fmt.Errorf("calls: no VmRSS in /proc/%d/status", pid)
 	}
 	return m, nil
 }
