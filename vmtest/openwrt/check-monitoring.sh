@@ -203,11 +203,13 @@ if [ -d "$mon" ]; then
 	mon_sock=/var/run/collectd-unixsock
 	mon_rrd=/tmp/rrd/$mon_host
 	# mon_feed: the script's rounds into collectd's socket, its answers in
-	# /tmp/mon-graph.replies, what it sent in /tmp/mon-graph.sent.
+	# /tmp/mon-graph.replies, what it sent in /tmp/mon-graph.sent (socat's
+	# own copy: a tee between them would outlive socat where SIGPIPE is
+	# ignored, and keep the script writing).
 	mon_feed() {
 		{
-			sh -c 'echo $$ >/tmp/mon-graph.feeder; exec /usr/libexec/packet-steering/collectd-softnet' | tee /tmp/mon-graph.sent |
-				sh -c 'echo $$ >/tmp/mon-graph.socat; exec socat - UNIX-CONNECT:'"$mon_sock"
+			sh -c 'echo $$ >/tmp/mon-graph.feeder; exec /usr/libexec/packet-steering/collectd-softnet' |
+				sh -c 'echo $$ >/tmp/mon-graph.socat; exec socat -r /tmp/mon-graph.sent - UNIX-CONNECT:'"$mon_sock"
 		} </dev/null >/tmp/mon-graph.replies 2>&1 &
 	}
 	# mon_unfeed: socat stopped; the script ends at its next write.
