@@ -179,10 +179,21 @@ async function graphPage() {
 	if (!/\bcbi-tab\b/.test(await tab.getAttribute('class') ?? ''))
 		await tab.locator('a').click();
 	const box = '[data-plugin="packet_steering"][data-is-index]';
-	await p.waitForFunction((sel, n) => {
+	await p.waitForFunction(([ sel, n ]) => {
 		const imgs = [ ...document.querySelectorAll(sel + ' img') ];
 		return imgs.length >= n && imgs.every((i) => i.complete);
-	}, `${box}`, 2 * cpus, { timeout: SLOW, polling: 500 });
+	}, [ box, 2 * cpus ], { timeout: SLOW, polling: 500 }).catch(async (err) => {
+		// What the page shows instead.
+		if (shot)
+			await p.screenshot({ path: shot + '-statistics-failed.png', fullPage: true }).catch(() => {});
+		const seen = await p.evaluate((sel) => ({
+			imgs: [ ...document.querySelectorAll('img') ].map((i) => `${i.complete}:${i.naturalWidth}`).join(' '),
+			boxes: [ ...document.querySelectorAll('[data-plugin]') ].map((d) => `${d.getAttribute('data-plugin')}/${d.getAttribute('data-plugin-instance')}/${d.hasAttribute('data-is-index')}`).join(' '),
+			inBox: document.querySelectorAll(sel + ' img').length,
+			text: (document.querySelector('#maincontent, #view, body')?.innerText ?? '').replace(/\s+/g, ' ').slice(0, 300)
+		}), box).catch((e) => String(e));
+		throw new Error(`${err.message.split('\n')[0]}; ${runs.length} rrdtool runs; the page: ${JSON.stringify(seen)}`);
+	});
 	const imgs = await p.$$eval(`${box} img`, (n) => n.map((i) => [ i.naturalWidth, i.naturalHeight ]));
 	assert.equal(imgs.length, 2 * cpus, `the overview: ${imgs.length} graphs, ${cpus} CPUs (load and drops each)`);
 	for (const [ w, h ] of imgs)
