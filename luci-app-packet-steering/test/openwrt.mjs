@@ -205,10 +205,22 @@ async function graphPage() {
 		assert.equal(replies[i].status, 200, `rrdtool run ${i}: ${JSON.stringify(replies[i])}`);
 		assert.equal(replies[i].head, '89504e470d0a1a0a', `rrdtool run ${i} did not answer a PNG: ${JSON.stringify(replies[i])}`);
 	});
-	const all = runs.map((r) => r.cmd).join('\n');
+	// Each CPU's two graphs, each with its own series and legends (LuCI's
+	// cgi-exec escapes the command line's spaces).
+	const cmds = runs.map((r) => r.cmd.replace(/\\(\s)/g, '$1'));
+	const graphs = {
+		'Receive load': { files: [ 'packets-processed', 'packets-rps_received' ], legends: [ 'Processed', 'RPS wake-ups' ] },
+		'Drops and squeezes': { files: [ 'packets-dropped', 'packets-flow_limit', 'derive-time_squeeze' ], legends: [ 'Dropped (backlog full)', 'Dropped (flow limit)', 'Time squeeze' ] }
+	};
 	for (let c = 0; c < cpus; c++)
-		for (const f of [ 'packets-processed', 'packets-rps_received', 'packets-dropped', 'packets-flow_limit', 'derive-time_squeeze' ])
-			assert.match(all, new RegExp(`/tmp/rrd/[^/]+/packet_steering-cpu${c}/${f}\\.rrd`), `no graph draws cpu${c}'s ${f}`);
+		for (const [ title, g ] of Object.entries(graphs)) {
+			const cmd = cmds.find((x) => x.includes(`-t ${title} on cpu${c} `) || new RegExp(`-t \\S+: ${title} on cpu${c} `).test(x));
+			assert.ok(cmd, `no graph "${title} on cpu${c}" among: ${cmds.map((x) => (x.match(/-t (.*?) -v/) ?? [])[1]).join('; ')}`);
+			const files = [ ...cmd.matchAll(/DEF:[^=]+=\/tmp\/rrd\/[^/]+\/packet_steering-cpu(\d+)\/([a-z_-]+)\.rrd:/g) ].map((m) => `${m[1]}/${m[2]}`);
+			assert.deepEqual(files.sort(), g.files.map((f) => `${c}/${f}`).sort(), `"${title} on cpu${c}" draws`);
+			for (const l of g.legends)
+				assert.ok(cmd.includes(l), `"${title} on cpu${c}" has no legend ${l}`);
+		}
 	const text = await p.textContent('body');
 	assert.ok(!text.includes('No RRD data found'), 'the page says "No RRD data found"');
 	assert.equal(await p.locator('.alert-message').count(), 0, 'an alert on the page');

@@ -229,9 +229,9 @@ if [ -d "$mon" ]; then
 		uci set luci_statistics.collectd_rrdtool.StepSize=2
 		uci set luci_statistics.collectd_rrdtool.HeartBeat=10
 		uci -q delete luci_statistics.collectd_rrdtool.RRATimespans
-		uci add_list luci_statistics.collectd_rrdtool.RRATimespans=2min
+		uci add_list luci_statistics.collectd_rrdtool.RRATimespans=1min
 		uci add_list luci_statistics.collectd_rrdtool.RRATimespans=10min
-		uci set luci_statistics.rrdtool.default_timespan=2min
+		uci set luci_statistics.rrdtool.default_timespan=1min
 		uci set luci_statistics.collectd_unixsock.enable=1
 		uci set luci_statistics.collectd_unixsock.SocketFile="$mon_sock"
 		# Not in the image (collectd-mod-exec); the rest would only cost
