@@ -53,9 +53,10 @@ const (
 	luciHoldEnv = "PACKET_STEERING_LUCI_HOLD"
 )
 
-// luciBudget is what the LuCI checks add to a boot's timeout: the browser
-// run (the router waits for it) and the logins; nothing on a 1-CPU boot,
-// which has no LuCI checks.
+// luciBudget is what the browser checks add to a boot's timeout: the
+// browser runs (the router waits for them: the LuCI page, and on 22.03.4
+// the Statistics graphs) and the logins; nothing on a 1-CPU boot, which
+// has no browser checks.
 func luciBudget(img owImage) time.Duration {
 	if img.cpus == 1 {
 		return 0
@@ -63,7 +64,7 @@ func luciBudget(img owImage) time.Duration {
 	if os.Getenv(luciHoldEnv) != "" {
 		return time.Hour
 	}
-	return 3 * time.Minute
+	return 4 * time.Minute
 }
 
 // luciScript is the router's side of the LuCI checks.
