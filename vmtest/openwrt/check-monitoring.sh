@@ -273,9 +273,12 @@ if [ -d "$mon" ]; then
 				[ "$first" -ge "$(mon_softnet /tmp/mon-graph.before "$c" "${t#*:}")" ] && [ "$last" -le "$(mon_softnet /tmp/mon-graph.after "$c" "${t#*:}")" ] ||
 					{ echo "$f: rounds $first..$last, softnet_stat $(mon_softnet /tmp/mon-graph.before "$c" "${t#*:}") before, $(mon_softnet /tmp/mon-graph.after "$c" "${t#*:}") after"; return 1; }
 				# The stored rates: non-negative, and over the steps they cover
-				# no more than the counter moved between the first and last round.
+				# no more than the counter moved between the first and last
+				# round. The first stored step may be known only in part (the
+				# first round inside it) and is then the rate of that part: left
+				# out of the sum.
 				n=$(rrdtool fetch "$f" AVERAGE -s -90 | awk -v d=$((last - first)) '
-					$1 ~ /^[0-9]+:$/ && tolower($2) !~ /nan/ { r = $2 + 0; if (r < 0) bad = 1; sum += r * 2; rows++ }
+					$1 ~ /^[0-9]+:$/ && tolower($2) !~ /nan/ { r = $2 + 0; if (r < 0) bad = 1; if (rows) sum += r * 2; rows++ }
 					END { if (bad || sum > d * 1.001 + 1) { print "bad " sum " " d; exit } printf "%d %.0f", rows, sum }')
 				case "$n" in
 				"" | bad*) echo "$f: rates $n (rounds moved $((last - first))): $(rrdtool fetch "$f" AVERAGE -s -90 | tail -8 | tr '\n' ' ')"; return 1 ;;
