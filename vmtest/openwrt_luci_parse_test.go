@@ -14,6 +14,7 @@ import (
 func TestLuciResult(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
+		phase string
 		lines []string
 		err   error
 		want  []string
@@ -45,9 +46,20 @@ func TestLuciResult(t *testing.T) {
 			want:  []string{"FAIL luci-login: HTTP 500\n", "FAIL luci-readonly: browser run: exit status 1\n"},
 			never: []string{"FAIL luci-login: browser run"},
 		},
+		{
+			name:  "the graph phase died",
+			phase: "graph",
+			err:   errors.New("exit status 1"),
+			want:  []string{"FAIL mon-graph-page: browser run: exit status 1\n", "TIME graph-browser 2.0s\n"},
+			never: []string{"luci-login", "luci-browser"},
+		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got := string(luciResult(tt.lines, tt.err, 2*time.Second))
+			phase := tt.phase
+			if phase == "" {
+				phase = "luci"
+			}
+			got := string(luciResult(phase, browserPhases[phase], tt.lines, tt.err, 2*time.Second))
 			for _, w := range tt.want {
 				if !strings.Contains(got, w) {
 					t.Errorf("no %q in:\n%s", w, got)
@@ -62,8 +74,8 @@ func TestLuciResult(t *testing.T) {
 	}
 }
 
-// TestLuciChecksAgree: the host's list of browser checks is check-luci.sh's
-// LUCI_BROWSER and openwrt.mjs's check names, so a check added to one and
+// TestLuciChecksAgree: the host's lists of browser checks are check-luci.sh's
+// LUCI_BROWSER, check-monitoring.sh's graph run and openwrt.mjs's check names, so a check added to one and
 // not the others fails here rather than as a missing report in a boot.
 func TestLuciChecksAgree(t *testing.T) {
 	want := strings.Join(luciBrowserChecks, " ")
@@ -78,9 +90,18 @@ func TestLuciChecksAgree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range luciBrowserChecks {
-		if !strings.Contains(string(js), "await check('"+n+"'") {
-			t.Errorf("openwrt.mjs has no check %s", n)
+	for phase, checks := range browserPhases {
+		for _, n := range checks {
+			if !strings.Contains(string(js), "await check('"+n+"'") {
+				t.Errorf("openwrt.mjs has no check %s (phase %s)", n, phase)
+			}
 		}
+	}
+	mon, err := os.ReadFile(repo + "/vmtest/openwrt/check-monitoring.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "browser_run graph " + strings.Join(browserPhases["graph"], " "); !strings.Contains(string(mon), want) {
+		t.Errorf("check-monitoring.sh does not run %q", want)
 	}
 }

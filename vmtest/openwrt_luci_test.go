@@ -21,12 +21,14 @@ import (
 
 // The LuCI page on the real images: check-luci.sh (sourced by check.sh)
 // sets a root password and a read-only rpcd login, prints "PSCHECK
-// LUCI-READY" and polls http://198.18.0.1:8419/luci; the host then runs
-// luci-app-packet-steering/test/openwrt.mjs (Debian's Chromium through
+// BROWSER-READY luci" and polls http://198.18.0.1:8419/luci; the host then
+// runs luci-app-packet-steering/test/openwrt.mjs (Debian's Chromium through
 // playwright-core) inside the test's network namespace against the
 // router's own uhttpd, LuCI and rpcd, and serves the browser's results on
 // that URL, which the router prints as ordinary PSCHECK lines. See
-// docs/testing-openwrt.md, "The LuCI page in a browser".
+// docs/testing-openwrt.md, "The LuCI page in a browser". The monitoring
+// checks (check-monitoring.sh's mon-graph) use the same way for the
+// Statistics page: "BROWSER-READY graph", results on /graph.
 const (
 	// luciListen is where the host answers the router's poll, inside the
 	// namespace (the tap side is 198.18.0.1).
@@ -51,9 +53,10 @@ const (
 	luciHoldEnv = "PACKET_STEERING_LUCI_HOLD"
 )
 
-// luciBudget is what the LuCI checks add to a boot's timeout: the browser
-// run (the router waits for it) and the logins; nothing on a 1-CPU boot,
-// which has no LuCI checks.
+// luciBudget is what the browser checks add to a boot's timeout: the
+// browser runs (the router waits for them: the LuCI page, and on 22.03.4
+// the Statistics graphs) and the logins; nothing on a 1-CPU boot, which
+// has no browser checks.
 func luciBudget(img owImage) time.Duration {
 	if img.cpus == 1 {
 		return 0
@@ -61,7 +64,7 @@ func luciBudget(img owImage) time.Duration {
 	if os.Getenv(luciHoldEnv) != "" {
 		return time.Hour
 	}
-	return 3 * time.Minute
+	return 4 * time.Minute
 }
 
 // luciScript is the router's side of the LuCI checks.
@@ -83,27 +86,36 @@ func luciFiles(root string) error {
 	return writeFile(filepath.Join(root, "root/pscheck/luci.conf"), []byte(conf), 0o644)
 }
 
-// luciRun is the host side of one boot's LuCI checks: the endpoint the
-// router polls and the browser run the router's LUCI-READY line starts.
-type luciRun struct {
-	t    *testing.T
-	img  owImage
-	ns   *netnstest.NS
-	ctx  context.Context
-	ln   net.Listener
-	srv  *http.Server
-	once sync.Once
-	wg   sync.WaitGroup
+// browserPhases are the browser runs a router can ask for with
+// "PSCHECK BROWSER-READY PHASE" (openwrt.mjs's PS_PHASE) and the checks
+// each reports; the router polls /PHASE for the results.
+var browserPhases = map[string][]string{
+	"luci":  luciBrowserChecks,
+	"graph": {"mon-graph-page"}, // check-monitoring.sh: the Statistics page
+}
 
-	mu     sync.Mutex
-	result []byte // nil until the browser run is done
+// luciRun is the host side of one boot's browser checks: the endpoints the
+// router polls and the browser runs the router's BROWSER-READY lines start
+// (one per phase).
+type luciRun struct {
+	t   *testing.T
+	img owImage
+	ns  *netnstest.NS
+	ctx context.Context
+	ln  net.Listener
+	srv *http.Server
+	wg  sync.WaitGroup
+
+	mu      sync.Mutex
+	started map[string]bool
+	result  map[string][]byte // a phase's entry once its browser run is done
 }
 
 // startLuci listens inside ns for the router's poll; its cleanup (before
 // the namespace's) stops the browser and the server.
 func startLuci(ctx context.Context, t *testing.T, img owImage, ns *netnstest.NS) *luciRun {
 	ctx, cancel := context.WithCancel(ctx)
-	l := &luciRun{t: t, img: img, ns: ns, ctx: ctx}
+	l := &luciRun{t: t, img: img, ns: ns, ctx: ctx, started: map[string]bool{}, result: map[string][]byte{}}
 	err := ns.Do(func() error {
 		var err error
 		l.ln, err = net.Listen("tcp", luciListen)
@@ -116,7 +128,9 @@ func startLuci(ctx context.Context, t *testing.T, img owImage, ns *netnstest.NS)
 		return l
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/luci", l.serve)
+	for phase := range browserPhases {
+		mux.HandleFunc("/"+phase, func(w http.ResponseWriter, _ *http.Request) { l.serve(w, phase) })
+	}
 	l.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = l.srv.Serve(l.ln) }()
 	t.Cleanup(func() {
@@ -127,40 +141,55 @@ func startLuci(ctx context.Context, t *testing.T, img owImage, ns *netnstest.NS)
 	return l
 }
 
-// serve answers the router's poll: 503 until the browser run is done, then
-// its result lines.
-func (l *luciRun) serve(w http.ResponseWriter, _ *http.Request) {
+// serve answers the router's poll of phase: 503 until its browser run is
+// done, then its result lines.
+func (l *luciRun) serve(w http.ResponseWriter, phase string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.result == nil {
+	res, ok := l.result[phase]
+	if !ok {
 		http.Error(w, "browser run not done", http.StatusServiceUnavailable)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain")
-	_, _ = w.Write(l.result)
+	_, _ = w.Write(res)
 }
 
-// line starts the browser run when the router says it is ready.
+// line starts a phase's browser run (once) when the router says it is
+// ready for it.
 func (l *luciRun) line(s string) {
-	if l.srv == nil || !strings.Contains(s, "PSCHECK LUCI-READY") {
+	if l.srv == nil {
 		return
 	}
-	l.once.Do(func() {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			res := l.browse()
-			l.mu.Lock()
-			l.result = res
-			l.mu.Unlock()
-		}()
-	})
+	_, rest, ok := strings.Cut(s, "PSCHECK BROWSER-READY ")
+	if !ok {
+		return
+	}
+	phase := strings.TrimSpace(rest)
+	checks, ok := browserPhases[phase]
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.started[phase] {
+		return
+	}
+	l.started[phase] = true
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		res := l.browse(phase, checks)
+		l.mu.Lock()
+		l.result[phase] = res
+		l.mu.Unlock()
+	}()
 }
 
-// browse runs openwrt.mjs in the namespace and returns its result lines
-// ("PASS name", "FAIL name: why", "TIME name Ns"); a run that could not
-// start or died reports every check it did not report as failed.
-func (l *luciRun) browse() []byte {
+// browse runs openwrt.mjs's phase in the namespace and returns its result
+// lines ("PASS name", "FAIL name: why", "TIME name Ns"); a run that could
+// not start or died reports every check it did not report as failed.
+func (l *luciRun) browse(phase string, checks []string) []byte {
 	start := time.Now()
 	if hold := os.Getenv(luciHoldEnv); hold != "" {
 		l.t.Logf("%s: LuCI: holding until %s exists; the router is %s in namespace %s", l.img.name, hold, luciRouter, l.ns.Name)
@@ -170,23 +199,23 @@ func (l *luciRun) browse() []byte {
 			}
 			select {
 			case <-l.ctx.Done():
-				return luciResult(nil, errors.New("cancelled while holding"), time.Since(start))
+				return luciResult(phase, checks, nil, errors.New("cancelled while holding"), time.Since(start))
 			case <-time.After(time.Second):
 			}
 		}
 	}
-	lines, err := l.runBrowser()
-	return luciResult(lines, err, time.Since(start))
+	lines, err := l.runBrowser(phase)
+	return luciResult(phase, checks, lines, err, time.Since(start))
 }
 
 // luciBrowserChecks are the checks openwrt.mjs reports (check-luci.sh's
 // LUCI_BROWSER).
 var luciBrowserChecks = []string{"luci-login", "luci-queues", "luci-save-apply", "luci-readonly"}
 
-// luciResult is what the router is served: the browser's result lines,
-// then, when the run failed, a FAIL with its error for every check it did
-// not report, and the run's time.
-func luciResult(lines []string, err error, took time.Duration) []byte {
+// luciResult is what the router is served for phase: the browser's result
+// lines, then, when the run failed, a FAIL with its error for every one of
+// checks it did not report, and the run's time.
+func luciResult(phase string, checks, lines []string, err error, took time.Duration) []byte {
 	var b strings.Builder
 	reported := map[string]bool{}
 	for _, l := range lines {
@@ -198,19 +227,23 @@ func luciResult(lines []string, err error, took time.Duration) []byte {
 	}
 	if err != nil {
 		why := strings.ReplaceAll(err.Error(), "\n", " ")
-		for _, n := range luciBrowserChecks {
+		for _, n := range checks {
 			if !reported[n] {
 				fmt.Fprintf(&b, "FAIL %s: browser run: %s\n", n, why)
 			}
 		}
 	}
-	fmt.Fprintf(&b, "TIME luci-browser %.1fs\n", took.Seconds())
+	name := "luci-browser"
+	if phase != "luci" {
+		name = phase + "-browser"
+	}
+	fmt.Fprintf(&b, "TIME %s %.1fs\n", name, took.Seconds())
 	return []byte(b.String())
 }
 
-// runBrowser runs node on openwrt.mjs inside the namespace and collects its
-// RESULT lines; the rest of its output goes to the test log.
-func (l *luciRun) runBrowser() ([]string, error) {
+// runBrowser runs node on openwrt.mjs's phase inside the namespace and
+// collects its RESULT lines; the rest of its output goes to the test log.
+func (l *luciRun) runBrowser(phase string) ([]string, error) {
 	repo, err := repoRoot()
 	if err != nil {
 		return nil, err
@@ -229,7 +262,7 @@ func (l *luciRun) runBrowser() ([]string, error) {
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),
 		"PS_URL="+luciRouter, "PS_ROOT_PW="+luciRootPW, "PS_VIEWER_PW="+luciViewerPW,
-		"PS_MODE="+luciMode, "PS_SHOT="+filepath.Join(shots, l.img.name))
+		"PS_MODE="+luciMode, "PS_SHOT="+filepath.Join(shots, l.img.name), "PS_PHASE="+phase)
 	cmd.WaitDelay = 5 * time.Second
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -35,6 +35,8 @@ func addMonitoringFiles(files map[string]string, pkgDir, root string) error {
 	}
 	const dir = "root/pscheck/mon/"
 	files[dir+"check-monitoring.sh"] = filepath.Join(repo, "vmtest", "openwrt", "check-monitoring.sh")
+	// The test's luasocket stand-in (socket.gettime only), for the exporter.
+	files[dir+"shim/socket.lua"] = filepath.Join(repo, "vmtest", "openwrt", "socket-shim.lua")
 	for _, name := range monitoringPackages {
 		p, err := findPackage(pkgDir, name, "all")
 		if err != nil {

@@ -6,10 +6,14 @@
 // and compares the page with the router's own ubus replies (a JSON-RPC
 // session of root on /ubus). One line per check on stdout:
 // "RESULT PASS name", "RESULT FAIL name: why", "RESULT TIME name Ns".
+// PS_PHASE graph is instead the Statistics page's packet steering graphs
+// (mon-graph-page), drawn by the image's luci-app-statistics and rrdtool
+// from the RRDs vmtest/openwrt/check-monitoring.sh's mon-graph had the
+// image's collectd write.
 //
 // Environment: PS_URL (http://198.18.0.2/), PS_ROOT_PW, PS_VIEWER_PW,
 // PS_MODE (what Save & Apply sets, from auto), PS_SHOT (screenshot path
-// prefix, .png appended).
+// prefix, .png appended), PS_PHASE (luci, the default, or graph).
 
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -22,6 +26,7 @@ const rootPW = process.env.PS_ROOT_PW ?? '';
 const viewerPW = process.env.PS_VIEWER_PW ?? '';
 const mode = process.env.PS_MODE ?? 'all';
 const shot = process.env.PS_SHOT ?? '';
+const phase = process.env.PS_PHASE ?? 'luci';
 const page_path = 'cgi-bin/luci/admin/network/packet_steering';
 // TCG guests under load: LuCI's first page takes seconds.
 const SLOW = 90000;
@@ -83,10 +88,11 @@ async function marked(page, dev, queue, sel) {
 }
 const RPS = '[data-mark="rps"][data-state="both"], [data-mark="rps"][data-state="drop"]';
 
-// login opens the page in a fresh browser context and logs in through
-// LuCI's own login form; it returns the page (and its console errors).
-async function login(browser, user, password) {
-	const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+// login opens the page in a fresh browser context (a window of width
+// pixels) and logs in through LuCI's own login form; it returns the page
+// (and its console errors).
+async function login(browser, user, password, width = 1280) {
+	const context = await browser.newContext({ viewport: { width, height: 900 } });
 	const page = await context.newPage();
 	const errors = [];
 	page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
@@ -136,6 +142,101 @@ async function check(name, fn) {
 const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
 let sid, admin, loggedIn = false, setDone = false;
 try {
+	if (phase === 'graph')
+		await check('mon-graph-page', graphPage);
+	else
+		await luciChecks();
+}
+finally {
+	await browser.close().catch(() => {});
+}
+process.exitCode = results.some((r) => r.startsWith('FAIL')) ? 1 : 0;
+
+// graphPage: root logs in, opens Statistics > Graphs and its packet
+// steering tab (our definition, packet_steering.js); every graph LuCI asks
+// the image's rrdtool for (cgi-exec, the RRDs of /tmp/rrd/HOST/
+// packet_steering-cpuN) comes back as a PNG and loads, two per CPU in the
+// overview, with no error on the page.
+async function graphPage() {
+	const a = await login(browser, 'root', rootPW, 1024);
+	const p = a.page;
+	const j = await ubus('00000000000000000000000000000000', 'session', 'login', { username: 'root', password: rootPW });
+	const rootSid = j.result?.[1]?.ubus_rpc_session;
+	assert.ok(rootSid, `session login on /ubus: ${JSON.stringify(j)}`);
+	const cpus = (await call(rootSid, 'packet_steering', 'status')).platform.cpus;
+	// The rrdtool runs LuCI asks for: their command lines and replies.
+	const runs = [];
+	p.on('request', (r) => {
+		if (r.url().includes('/cgi-bin/cgi-exec'))
+			runs.push({ cmd: decodeURIComponent(r.postData() ?? ''), reply: r.response().then(async (res) =>
+				({ status: res?.status(), head: res ? (await res.body()).subarray(0, 8).toString('hex') : '' })).catch((e) => ({ error: String(e) })) });
+	});
+	await p.goto(url + 'cgi-bin/luci/admin/statistics/graphs', { timeout: SLOW });
+	const tab = p.locator('.cbi-tabmenu li[data-tab="packet_steering"]');
+	await tab.waitFor({ timeout: SLOW });
+	assert.equal((await tab.textContent()).trim(), 'Packet steering', 'the tab is titled by our definition');
+	// The first tab is active (and drawn) on its own.
+	if (!/\bcbi-tab\b/.test(await tab.getAttribute('class') ?? ''))
+		await tab.locator('a').click();
+	const box = '[data-plugin="packet_steering"][data-is-index]';
+	await p.waitForFunction(([ sel, n ]) => {
+		const imgs = [ ...document.querySelectorAll(sel + ' img') ];
+		return imgs.length >= n && imgs.every((i) => i.complete);
+	}, [ box, 2 * cpus ], { timeout: SLOW, polling: 500 }).catch(async (err) => {
+		// What the page shows instead.
+		if (shot)
+			await p.screenshot({ path: shot + '-statistics-failed.png', fullPage: true }).catch(() => {});
+		const seen = await p.evaluate((sel) => ({
+			imgs: [ ...document.querySelectorAll('img') ].map((i) => `${i.complete}:${i.naturalWidth}`).join(' '),
+			boxes: [ ...document.querySelectorAll('[data-plugin]') ].map((d) => `${d.getAttribute('data-plugin')}/${d.getAttribute('data-plugin-instance')}/${d.hasAttribute('data-is-index')}`).join(' '),
+			inBox: document.querySelectorAll(sel + ' img').length,
+			text: (document.querySelector('#maincontent, #view, body')?.innerText ?? '').replace(/\s+/g, ' ').slice(0, 300)
+		}), box).catch((e) => String(e));
+		throw new Error(`${err.message.split('\n')[0]}; ${runs.length} rrdtool runs; the page: ${JSON.stringify(seen)}`);
+	});
+	const imgs = await p.$$eval(`${box} img`, (n) => n.map((i) => [ i.naturalWidth, i.naturalHeight ]));
+	assert.equal(imgs.length, 2 * cpus, `the overview: ${imgs.length} graphs, ${cpus} CPUs (load and drops each)`);
+	for (const [ w, h ] of imgs)
+		assert.ok(w > 0 && h > 0, `a graph did not load (${w}x${h})`);
+	const replies = await Promise.all(runs.map((r) => r.reply));
+	assert.ok(runs.length >= 2, `${runs.length} rrdtool runs`);
+	runs.forEach((r, i) => {
+		assert.match(r.cmd, /\/usr\/bin\/rrdtool graph - -a PNG /, `run ${i}: ${r.cmd.slice(0, 200)}`);
+		assert.equal(replies[i].status, 200, `rrdtool run ${i}: ${JSON.stringify(replies[i])}`);
+		assert.equal(replies[i].head, '89504e470d0a1a0a', `rrdtool run ${i} did not answer a PNG: ${JSON.stringify(replies[i])}`);
+	});
+	// Each CPU's two graphs, each with its own series and legends (LuCI's
+	// cgi-exec escapes the command line's spaces).
+	const cmds = runs.map((r) => r.cmd.replace(/\\(\s)/g, '$1'));
+	const graphs = {
+		'Receive load': { files: [ 'packets-processed', 'packets-rps_received' ], legends: [ 'Processed', 'RPS wake-ups' ] },
+		'Drops and squeezes': { files: [ 'packets-dropped', 'packets-flow_limit', 'derive-time_squeeze' ], legends: [ 'Dropped (backlog full)', 'Dropped (flow limit)', 'Time squeeze' ] }
+	};
+	for (let c = 0; c < cpus; c++)
+		for (const [ title, g ] of Object.entries(graphs)) {
+			const cmd = cmds.find((x) => x.includes(`-t ${title} on cpu${c} `) || new RegExp(`-t \\S+: ${title} on cpu${c} `).test(x));
+			assert.ok(cmd, `no graph "${title} on cpu${c}" among: ${cmds.map((x) => (x.match(/-t (.*?) -v/) ?? [])[1]).join('; ')}`);
+			const files = [ ...cmd.matchAll(/DEF:[^=]+=\/tmp\/rrd\/[^/]+\/packet_steering-cpu(\d+)\/([a-z_-]+)\.rrd:/g) ].map((m) => `${m[1]}/${m[2]}`);
+			assert.deepEqual(files.sort(), g.files.map((f) => `${c}/${f}`).sort(), `"${title} on cpu${c}" draws`);
+			for (const l of g.legends)
+				assert.ok(cmd.includes(l), `"${title} on cpu${c}" has no legend ${l}`);
+		}
+	const text = await p.textContent('body');
+	assert.ok(!text.includes('No RRD data found'), 'the page says "No RRD data found"');
+	assert.equal(await p.locator('.alert-message').count(), 0, 'an alert on the page');
+	assert.deepEqual(a.errors, [], 'no console errors');
+	log(`graphs: ${imgs.length} (${imgs.map((i) => i.join('x')).join(' ')}), ${runs.length} rrdtool runs`);
+	if (shot) {
+		// The page's head, the tabs and the first CPU's two graphs.
+		await p.evaluate(toTop);
+		const second = await p.locator(`${box} img`).nth(1).boundingBox();
+		await p.screenshot({ path: shot + '-statistics.png', clip: { x: 0, y: 0, width: 1024, height: Math.ceil(second.y + second.height + 12) } });
+	}
+	await a.context.close();
+}
+
+// luciChecks: the packet steering page (phase luci).
+async function luciChecks() {
 	await check('luci-login', async () => {
 		// rpcd refuses a wrong password (LuCI shows its form again) and
 		// accepts root's password; the page draws.
@@ -246,7 +347,3 @@ try {
 		await v.context.close();
 	});
 }
-finally {
-	await browser.close().catch(() => {});
-}
-process.exitCode = results.some((r) => r.startsWith('FAIL')) ? 1 : 0;

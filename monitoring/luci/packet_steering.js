@@ -9,9 +9,11 @@ return baseclass.extend({
 	title: _('Packet steering'),
 
 	rrdargs: function(graph, host, plugin, plugin_instance, dtype) {
-		/* one graph per CPU (plugin instance cpuN) */
+		/* Both graphs are drawn for each CPU (plugin instance cpuN): LuCI
+		 * renders a definition per plugin instance. Not per_instance:
+		 * that is one graph per type instance, and it ignores
+		 * data.instances. */
 		var load = {
-			per_instance: true,
 			title: "%H: Receive load on %pi",
 			vlabel: "Packets/s",
 			number_format: "%5.0lf",
@@ -26,7 +28,6 @@ return baseclass.extend({
 		};
 
 		var drops = {
-			per_instance: true,
 			title: "%H: Drops and squeezes on %pi",
 			vlabel: "Events/s",
 			number_format: "%5.1lf",

@@ -103,30 +103,40 @@ luci_knobs() {
 	done
 }
 
-# luci_checks: the logins, then the host's browser run (the guest waits
-# here, the daemon running, until the host reports), then the router's
-# view; mode auto again afterwards for the checks that follow.
-luci_checks() {
-	local i=0 l n
-	luci_selected || return 0
-	run luci-setup c_luci_setup
-	luci_knobs >/tmp/knobs.luci-before
-	rm -f /tmp/luci.result
-	say "LUCI-READY"
-	while ! fetch "http://$PSL_HOST/luci" /tmp/luci.result; do
+# browser_run PHASE CHECK...: the host's browser run of PHASE (openwrt.mjs's
+# PS_PHASE: luci, graph): say "BROWSER-READY PHASE", wait (the router
+# as it is) until the host serves the results on http://PSL_HOST/PHASE,
+# then one PASS/FAIL line per CHECK and the host's TIME lines.
+browser_run() {
+	local phase="$1" i=0 l n res="/tmp/browser.$1"
+	shift
+	rm -f "$res"
+	say "BROWSER-READY $phase"
+	while ! fetch "http://$PSL_HOST/$phase" "$res"; do
 		i=$((i + 2))
 		[ "$i" -ge "$PSL_WAIT" ] && break
 		sleep 2
 	done
-	for n in $LUCI_BROWSER; do
-		l=$(grep -m1 "^[A-Z]* $n\(:\| \|\$\)" /tmp/luci.result 2>/dev/null)
+	for n in "$@"; do
+		l=$(grep -m1 "^[A-Z]* $n\(:\| \|\$\)" "$res" 2>/dev/null)
 		case "$l" in
 		"PASS $n") say "PASS $n" ;;
 		"FAIL $n"*) say "$l" ;;
 		*) say "FAIL $n: no result from the host's browser run within ${PSL_WAIT}s (or not reported)" ;;
 		esac
 	done
-	grep '^TIME ' /tmp/luci.result 2>/dev/null | while read -r l; do say "$l"; done
+	grep '^TIME ' "$res" 2>/dev/null | while read -r l; do say "$l"; done
+}
+
+# luci_checks: the logins, then the host's browser run (the guest waits
+# here, the daemon running, until the host reports), then the router's
+# view; mode auto again afterwards for the checks that follow.
+luci_checks() {
+	luci_selected || return 0
+	run luci-setup c_luci_setup
+	luci_knobs >/tmp/knobs.luci-before
+	# shellcheck disable=SC2086 # the list of checks
+	browser_run luci $LUCI_BROWSER
 	run luci-guest-state c_luci_guest_state
 	ubus call packet_steering set_mode '{"mode":"auto"}' >/dev/null
 	waitfor 15 insync || note "not in sync after the LuCI checks: $(brief)"

@@ -536,6 +536,10 @@ run ubusd-restart c_ubusd_restart
 # that the checks after this one can read the log.
 /etc/init.d/log restart
 waitfor 10 ubus list log || note "logd's object did not come back"
+# uhttpd's /ubus (uhttpd-mod-ubus) answers "Object not found" for the
+# session object after the new ubusd (seen on 22.03.4 by the Statistics
+# page's browser run, mon-graph-page): restarted for the browser checks after this.
+/etc/init.d/uhttpd restart
 c_rpcd_restart() {
 	/etc/init.d/rpcd restart
 	sleep 3
