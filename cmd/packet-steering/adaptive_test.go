@@ -258,13 +258,31 @@ func TestDaemonAdaptiveIdleCost(t *testing.T) {
 	if code, _, errOut := callCmd(t, sock, "set_mode", `{"mode":"adaptive","persist":false}`); code != 0 {
 		t.Fatalf("set_mode adaptive: %s", errOut)
 	}
-	// Let the call's own work and the first samples settle.
-	time.Sleep(500 * time.Millisecond)
-	wakeups := func() float64 {
+	// The loop reports itself running with its first sample: wait for
+	// that (under make test-cross's emulator it can take seconds), then
+	// let the call's own work settle.
+	sampling := func() (map[string]any, string) {
 		st, out := statusReply(t, sock)
 		ad, _ := st["adaptive"].(map[string]any)
 		smp, _ := ad["sampling"].(map[string]any)
 		if smp == nil || smp["running"] != true {
+			return nil, out
+		}
+		return smp, out
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		smp, out := sampling()
+		if smp != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("loop not running 15 s after set_mode adaptive: %s\n%s", out, stderr.String())
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	wakeups := func() float64 {
+		smp, out := sampling()
+		if smp == nil {
 			t.Fatalf("loop not running: %s\n%s", out, stderr.String())
 		}
 		return smp["wakeups"].(float64)
