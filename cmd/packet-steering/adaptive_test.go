@@ -164,6 +164,7 @@ func TestDaemonAdaptiveLoop(t *testing.T) {
 		t.Fatalf("loop not started:\n%s", log.String())
 	}
 	// Idle: no traffic, no moves, quick samples backing off.
+	waitSampling(t, sock, 15*time.Second, log.String)
 	time.Sleep(600 * time.Millisecond)
 	st, out := statusReply(t, sock)
 	ad, _ := st["adaptive"].(map[string]any)
@@ -236,6 +237,36 @@ func waitEventFor(t *testing.T, ch <-chan map[string]any, d time.Duration, state
 	}
 }
 
+// runningSampling is status's adaptive.sampling while the loop runs, nil
+// (with the reply) while it does not.
+func runningSampling(t *testing.T, sock string) (map[string]any, string) {
+	t.Helper()
+	st, out := statusReply(t, sock)
+	ad, _ := st["adaptive"].(map[string]any)
+	smp, _ := ad["sampling"].(map[string]any)
+	if smp == nil || smp["running"] != true {
+		return nil, out
+	}
+	return smp, out
+}
+
+// waitSampling waits up to d for the loop started by set_mode adaptive to
+// report itself running: its goroutine does that first, but under make
+// test-cross's emulator on a loaded machine that has taken over 500 ms.
+// logs is the daemon's output, for the failure.
+func waitSampling(t *testing.T, sock string, d time.Duration, logs func() string) {
+	t.Helper()
+	for deadline := time.Now().Add(d); ; time.Sleep(50 * time.Millisecond) {
+		smp, out := runningSampling(t, sock)
+		if smp != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("loop not running %s after set_mode adaptive: %s\n%s", d, out, logs())
+		}
+	}
+}
+
 // The idle cost of the adaptive mode: a daemon process in mode adaptive on
 // a machine without traffic (a fixture whose counters do not move). The
 // loop reads only softnet_stat and backs off (2, 4, 8, 16, then every 32
@@ -258,30 +289,11 @@ func TestDaemonAdaptiveIdleCost(t *testing.T) {
 	if code, _, errOut := callCmd(t, sock, "set_mode", `{"mode":"adaptive","persist":false}`); code != 0 {
 		t.Fatalf("set_mode adaptive: %s", errOut)
 	}
-	// The loop reports itself running with its first sample: wait for
-	// that (under make test-cross's emulator it can take seconds), then
-	// let the call's own work settle.
-	sampling := func() (map[string]any, string) {
-		st, out := statusReply(t, sock)
-		ad, _ := st["adaptive"].(map[string]any)
-		smp, _ := ad["sampling"].(map[string]any)
-		if smp == nil || smp["running"] != true {
-			return nil, out
-		}
-		return smp, out
-	}
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		smp, out := sampling()
-		if smp != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("loop not running 15 s after set_mode adaptive: %s\n%s", out, stderr.String())
-		}
-	}
+	waitSampling(t, sock, 15*time.Second, stderr.String)
+	// Let the call's own work settle.
 	time.Sleep(500 * time.Millisecond)
 	wakeups := func() float64 {
-		smp, out := sampling()
+		smp, out := runningSampling(t, sock)
 		if smp == nil {
 			t.Fatalf("loop not running: %s\n%s", out, stderr.String())
 		}
