@@ -176,7 +176,7 @@ func ResolveConfig(snap *platform.Snapshot) Settings {
 			unknown = append(unknown, name)
 		}
 	}
-	slices.Sort(unknown)
+	outline.SortStrings(unknown)
 	for _, name := range unknown {
 		st.Problems = append(st.Problems, fmt.Sprintf("packet_steering.adaptive.%s: unknown option, ignored (accepted: %s)", name, adaptiveOptNames(opts)))
 	}

@@ -89,7 +89,7 @@ func applyOverrides(b *builder, s *platform.Snapshot, flows int) {
 		for qn := range o.QueueRPSCPUs {
 			names = append(names, qn)
 		}
-		sort.Strings(names)
+		outline.SortStrings(names)
 		for _, qn := range names {
 			val := o.QueueRPSCPUs[qn]
 			var q *platform.RxQueue

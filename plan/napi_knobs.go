@@ -205,7 +205,7 @@ func applyNAPIOverrides(b *builder, s *platform.Snapshot, d *platform.Device, o 
 	for k := range o.QueueNAPI {
 		keys = append(keys, k)
 	}
-	sort.Strings(keys)
+	outline.SortStrings(keys)
 	// want[i][k]: NAPI i's value of knob k, the device option first, then
 	// its own list items; asked[k]: the section sets knob k at all.
 	want := make([][3]string, len(napis))

@@ -2,10 +2,10 @@ package plan
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -204,7 +204,7 @@ func spreadSkewed(b *builder, s *platform.Snapshot, _ int) (string, []Hint) {
 			Text: fmt.Sprintf("%s %s carried %.0f%% of the device's %s: RSS puts almost all its traffic on one queue (openwrt/openwrt#13493), so its RPS spreads it to %s instead of relying on RSS.", d.Name, rq.Name, share, what, cpuWord(targets))})
 		ev = append(ev, fmt.Sprintf("%s %s (%.0f%% of its %s) RPS to %s", d.Name, rq.Name, share, what, cpuWord(targets)))
 	}
-	sort.Strings(ev)
+	outline.SortStrings(ev)
 	if len(ev) == 0 {
 		return "", hints
 	}

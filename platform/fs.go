@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -197,7 +196,7 @@ func (r *reader) names(d kfs.Dir, parts ...string) ([]string, error) {
 	if err := r.Names(d, func(e []byte) { names = append(names, string(e)) }, parts...); err != nil {
 		return nil, err
 	}
-	sort.Strings(names)
+	outline.SortStrings(names)
 	return names, nil
 }
 

@@ -244,7 +244,7 @@ func (f *reader) readProcesses(ctx context.Context, g *gaps) ([]NAPIThread, []st
 		g.add(procDir, err)
 		return nil, nil
 	}
-	sort.Strings(names)
+	outline.SortStrings(names)
 	threads := []NAPIThread{}
 	var procs []string
 	for i, n := range names {
@@ -302,7 +302,7 @@ func (f *reader) readProcesses(ctx context.Context, g *gaps) ([]NAPIThread, []st
 		threads = append(threads, t)
 	}
 	sort.Slice(threads, func(a, b int) bool { return threads[a].PID < threads[b].PID })
-	sort.Strings(procs)
+	outline.SortStrings(procs)
 	return threads, procs
 }
 

@@ -156,8 +156,8 @@ func (f *reader) readDevice(name string, g *gaps, shape bool) (Device, bool) {
 		g.add(dir, err)
 		return d, false
 	}
-	sort.Strings(d.Lowers)
-	sort.Strings(d.Uppers)
+	outline.SortStrings(d.Lowers)
+	outline.SortStrings(d.Uppers)
 	if hasPhy {
 		if d.Phy, err = f.str(dev, "phy80211/name"); err != nil {
 			g.add(dir+"/phy80211/name", err)

@@ -182,7 +182,7 @@ func changedDevices(x *knobIndex, changed []plan.Action) []string {
 			out = append(out, d)
 		}
 	}
-	sort.Strings(out)
+	outline.SortStrings(out)
 	return out
 }
 

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/packet-steering/packet-steering/adaptive"
@@ -827,6 +826,6 @@ func mergeResult(res, more *Result) {
 	res.Refused = append(res.Refused, more.Refused...)
 	res.RolledBack += more.RolledBack
 	res.Devices = append(res.Devices, more.Devices...)
-	sort.Strings(res.Devices)
+	outline.SortStrings(res.Devices)
 	res.Devices = slices.Compact(res.Devices)
 }

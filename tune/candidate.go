@@ -1,7 +1,6 @@
 package tune
 
 import (
-	"sort"
 	"strings"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
@@ -236,6 +235,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	for k := range m {
 		out = append(out, k)
 	}
-	sort.Strings(out)
+	outline.SortStrings(out)
 	return out
 }

@@ -3,7 +3,6 @@ package tune
 import (
 	"context"
 	"errors"
-	"sort"
 	"strings"
 
 	"github.com/packet-steering/packet-steering/adaptive"
@@ -217,7 +216,7 @@ func planSignature(p *plan.Plan) string {
 		}
 		lines = append(lines, knobKey(a)+"="+v)
 	}
-	sort.Strings(lines)
+	outline.SortStrings(lines)
 	return strings.Join(lines, "\n")
 }
 
@@ -368,7 +367,7 @@ func (e *machine) Restore(ctx context.Context) (restoreResult, error) {
 		differ = append(differ, f.Action.Target()+" ("+f.Error+")")
 	}
 	if len(differ) > 0 {
-		sort.Strings(differ)
+		outline.SortStrings(differ)
 		return out, outline.Errorf("not back at the original value: %s", strings.Join(differ, ", "))
 	}
 	out.Verified = true

@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -587,7 +586,7 @@ func EventData(reason string, res *steering.Result) []ubus.Attr {
 				names = append(names, a.Device)
 			}
 		}
-		sort.Strings(names)
+		outline.SortStrings(names)
 	}
 	devs := []ubus.Attr{}
 	for _, d := range names {

@@ -11,9 +11,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"syscall"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/plan"
 )
 
@@ -78,7 +78,7 @@ func usage(w io.Writer) {
 	for n := range cmds {
 		names = append(names, n)
 	}
-	sort.Strings(names)
+	outline.SortStrings(names)
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-9s %s\n", n, cmds[n].summary)
 	}

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/internal/table"
 	"github.com/packet-steering/packet-steering/platform"
 	"github.com/packet-steering/packet-steering/steering"
@@ -157,7 +157,7 @@ func pairingSources(d steering.DeviceQueues) string {
 	for _, q := range d.Tx {
 		srcs = appendSources(srcs, q.NAPI, q.IRQ)
 	}
-	sort.Strings(srcs)
+	outline.SortStrings(srcs)
 	return strings.Join(srcs, ", ")
 }
 

@@ -10,6 +10,7 @@ package outline
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"sync"
 )
@@ -79,3 +80,13 @@ func FormatFloat(f float64, format byte, prec, bitSize int) string {
 //
 //go:noinline
 func FormatUint(n uint64, base int) string { return strconv.FormatUint(n, base) }
+
+// SortStrings sorts x in increasing order, as sort.Strings does. Since Go
+// 1.22 sort.Strings is slices.Sort, whose generic instantiation for strings
+// is about 9 KB of code that nothing else needs; sort.Slice's
+// implementation is in the binary anyway (non-generic, shared by every
+// sort.Slice and sort.SliceStable caller), so this costs one small
+// comparison function.
+func SortStrings(x []string) {
+	sort.Slice(x, func(i, j int) bool { return x[i] < x[j] })
+}

@@ -3,6 +3,7 @@ package outline
 import (
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -72,6 +73,24 @@ func TestFormat(t *testing.T) {
 	for _, n := range []uint64{0, 9, 1 << 63} {
 		if got, want := FormatUint(n, 16), strconv.FormatUint(n, 16); got != want {
 			t.Errorf("FormatUint(%d, 16) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// SortStrings orders as sort.Strings (slices.Sort) does.
+func TestSortStrings(t *testing.T) {
+	for _, in := range [][]string{
+		nil,
+		{"a"},
+		{"eth1", "eth0", "wan", "br-lan", "eth0", ""},
+		{"b", "a", "B", "A", "ab", "a b"},
+	} {
+		got := slices.Clone(in)
+		want := slices.Clone(in)
+		SortStrings(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("SortStrings(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
