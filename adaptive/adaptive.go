@@ -43,6 +43,7 @@ const (
 // gives it (Home) and the CPU it is planned on now (CPU; Home unless
 // deviated). PID is its NAPI thread (0 if none).
 type Unit struct {
+	_      outline.NoCompare
 	Device string `json:"device"`
 	Queue  string `json:"queue"`
 	Kind   string `json:"kind"`
@@ -71,6 +72,7 @@ func (d Deviation) Key() string { return d.Device + "/" + d.Queue }
 // Move is one decision of the controller: put a unit's work on CPU To.
 // To == Home is a move back to the auto placement.
 type Move struct {
+	_      outline.NoCompare
 	Device string `json:"device"`
 	Queue  string `json:"queue"`
 	Kind   string `json:"kind"`
@@ -162,6 +164,7 @@ func DefaultConfig() Config {
 // shows it: its value (in the form the `config adaptive` section takes) and
 // where it comes from (SourcePacketSteering or SourceDefault).
 type Option struct {
+	_      outline.NoCompare
 	Name   string `json:"name"`
 	Value  string `json:"value"`
 	Source string `json:"source"`
@@ -228,6 +231,7 @@ type CPUCounters struct {
 // its queue's received packets from netlink qstats-get (HasPackets false
 // where the kernel or driver keeps none: before Linux 6.9, veth).
 type UnitCounters struct {
+	_          outline.NoCompare
 	Unit       Unit
 	Ticks      uint64
 	HasTicks   bool
@@ -254,6 +258,7 @@ const (
 // comes from (Source, Load* constants) and its queue's received packets
 // per second from qstats (PPS, nil without them).
 type UnitLoad struct {
+	_      outline.NoCompare
 	Device string   `json:"device"`
 	Queue  string   `json:"queue"`
 	Kind   string   `json:"kind"`
@@ -266,6 +271,7 @@ type UnitLoad struct {
 // CPULoad is one CPU's load over the last full interval, as the
 // controller saw it.
 type CPULoad struct {
+	_   outline.NoCompare
 	CPU int `json:"cpu"`
 	// Net is softirq time plus the demand (run + wait) of the unit NAPI
 	// threads on the CPU; Wait is the threads' wait alone; Softirq and

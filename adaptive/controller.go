@@ -312,6 +312,7 @@ func delta(a, b uint64) uint64 {
 // measure of the load, and its queue's qstats packets over the interval
 // (hasPkts false without them in both samples).
 type unitState struct {
+	_       outline.NoCompare
 	u       Unit
 	load    float64
 	source  string

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -12,6 +13,7 @@ import (
 // MoveRecord is one move as status shows it: when, what, and how the
 // apply went.
 type MoveRecord struct {
+	_    outline.NoCompare
 	Time time.Time `json:"time"`
 	Move
 	Changed int    `json:"changed"`
@@ -59,6 +61,7 @@ type Status struct {
 // plan, and why (its queue or CPU is gone, or it equals the auto
 // placement now).
 type DroppedDev struct {
+	_ outline.NoCompare
 	Deviation
 	Why  string    `json:"why"`
 	Time time.Time `json:"time"`

@@ -17,6 +17,7 @@ import (
 // `daemon.info packet-steering[442]: applied ...`. It uses a raw unix
 // socket: log/syslog would link the net package into the router binary.
 type SyslogSink struct {
+	_    outline.NoCompare
 	mu   outline.Mutex
 	path string
 	fd   int // -1 when not connected

@@ -76,6 +76,7 @@ func napiTarget(a Action) string {
 
 // DeviceNAPI is one NAPI instance of a device with the rx queue it serves.
 type DeviceNAPI struct {
+	_    outline.NoCompare
 	NAPI *platform.NAPI
 	// Queue is the rx queue ("rx-N") the NAPI serves; "" when unknown.
 	Queue string

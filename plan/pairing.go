@@ -36,6 +36,7 @@ import (
 // QueuePair is one queue with the NAPI thread and the IRQ serving it; either
 // may be nil.
 type QueuePair struct {
+	_      outline.NoCompare
 	Thread *platform.NAPIThread
 	IRQ    *platform.IRQ
 	// ThreadSource and IRQSource say how the pairing is known:

@@ -186,6 +186,7 @@ func spreadMT76(b *builder, s *platform.Snapshot, _ int) (string, []Hint) {
 
 // PhyThread is one thread of an mt76 phy and what it does, for get_queues.
 type PhyThread struct {
+	_      outline.NoCompare
 	PID    int    `json:"pid"`
 	Thread string `json:"thread"`
 	// Role is "rx-data" (the busiest rx queue), "rx", "tx-napi" (transmit

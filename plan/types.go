@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // ErrInvalid marks a request the caller got wrong (unknown mode or device,
@@ -83,6 +84,7 @@ type Plan struct {
 // Action is one knob's desired value. Masks (rps_cpus, xps_cpus, irq_affinity)
 // are kernel hex masks; napi_affinity is a cpu list.
 type Action struct {
+	_      outline.NoCompare
 	Kind   ActionKind `json:"kind"`
 	Device string     `json:"device,omitempty"`
 	Queue  string     `json:"queue,omitempty"`
@@ -100,6 +102,7 @@ type Action struct {
 
 // Hint is advice about a setting that cannot work or fights the
 type Hint struct {
+	_      outline.NoCompare
 	ID     string `json:"id"`
 	Device string `json:"device,omitempty"`
 	Text   string `json:"text"`

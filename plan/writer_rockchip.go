@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -31,6 +32,7 @@ import (
 // writes and the /proc/interrupts name suffix it looks for ("eth0", or
 // the xhci controller of a USB NIC).
 type rockchipHookPin struct {
+	_    outline.NoCompare
 	mask string
 	dev  string
 	xhci bool // the row matches xhci-hcd:usb[0-9]+ (the USB NIC's controller)

@@ -3,6 +3,8 @@ package platform
 import (
 	"context"
 	"errors"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // The kernel's own map of queues, NAPI instances, threads and IRQs: the
@@ -67,6 +69,7 @@ type NetlinkInfo struct {
 
 // NAPI is one NAPI instance as napi-get states it.
 type NAPI struct {
+	_       outline.NoCompare
 	ID      int `json:"id"`
 	Ifindex int `json:"ifindex"`
 	// Device is the netdev of Ifindex; "" when it is not under

@@ -7,6 +7,8 @@
 // listed in Snapshot.Gaps, so a half-visible machine still gets a plan.
 package platform
 
+import "github.com/packet-steering/packet-steering/internal/outline"
+
 // Device kinds, in the kernel's words as far as it has them.
 const (
 	KindEthernet   = "ethernet"    // a physical netdev with a bus device and a driver
@@ -110,6 +112,7 @@ type Device struct {
 // RxQueue is queues/rx-N of a device. RPSCPUs holds the file's text as the
 // kernel printed it (a hex mask with comma groups).
 type RxQueue struct {
+	_          outline.NoCompare
 	Index      int    `json:"index"`
 	Name       string `json:"name"` // "rx-N"
 	RPSCPUs    string `json:"rps_cpus"`
@@ -124,6 +127,7 @@ type RxQueue struct {
 
 // TxQueue is queues/tx-N of a device.
 type TxQueue struct {
+	_       outline.NoCompare
 	Index   int    `json:"index"`
 	Name    string `json:"name"` // "tx-N"
 	XPSCPUs string `json:"xps_cpus"`
@@ -135,6 +139,7 @@ type TxQueue struct {
 
 // NAPIThread is a threaded-NAPI kernel thread (PF_KTHREAD set).
 type NAPIThread struct {
+	_    outline.NoCompare
 	PID  int    `json:"pid"`
 	Name string `json:"name"` // comm, e.g. "napi/eth0-257"
 	// Owner is the part between "napi/" and the last "-": a device name,
@@ -277,6 +282,7 @@ type DeviceOverride struct {
 // NAPIOverride is the per-NAPI knobs one NAPI instance is given (raw
 // option values; "" unset).
 type NAPIOverride struct {
+	_               outline.NoCompare
 	DeferHardIRQs   string `json:"defer_hard_irqs,omitempty"`
 	GROFlushTimeout string `json:"gro_flush_timeout,omitempty"`
 	Threaded        string `json:"threaded,omitempty"`
@@ -284,6 +290,7 @@ type NAPIOverride struct {
 
 // Gap is something that could not be read.
 type Gap struct {
+	_     outline.NoCompare
 	Path  string `json:"path"` // relative to the root
 	Error string `json:"error"`
 }

@@ -43,6 +43,7 @@ var sysctlPaths = map[string]string{
 
 // knob is one validated action: where it lives and how to compare values.
 type knob struct {
+	_      outline.NoCompare
 	act    plan.Action
 	path   string // file knobs: path below the root; "" for a thread
 	thread bool

@@ -15,6 +15,7 @@ import (
 
 // ApplyRequest is one apply. Device limits it to one netdev ("" = all).
 type ApplyRequest struct {
+	_      outline.NoCompare
 	Reason string
 	Device string
 	DryRun bool
@@ -23,6 +24,7 @@ type ApplyRequest struct {
 // SetModeRequest changes the mode. With Persist the choice is written to UCI;
 // without, it changes only the live state until the next restart.
 type SetModeRequest struct {
+	_       outline.NoCompare
 	Mode    plan.Mode
 	Flows   *int
 	Persist bool
@@ -139,6 +141,7 @@ type ThreadStatus struct {
 
 // PlatformInfo identifies the machine in status.
 type PlatformInfo struct {
+	_      outline.NoCompare
 	Board  string `json:"board"`
 	Model  string `json:"model"`
 	Target string `json:"target"`
@@ -169,6 +172,7 @@ type DeviceQueues struct {
 // RxQueueView is one rx queue with its rx NAPI thread and IRQ, live and
 // wanted.
 type RxQueueView struct {
+	_           outline.NoCompare
 	Queue       string    `json:"queue"`
 	RPSCPUs     string    `json:"rps_cpus"`
 	WantRPSCPUs string    `json:"want_rps_cpus"`
@@ -188,6 +192,7 @@ type RxQueueView struct {
 // (decimal text; a live value "" is not reported by this kernel, a wanted
 // one "" is left alone by the plan).
 type NAPIKnobsView struct {
+	_      outline.NoCompare
 	NAPIID int `json:"napi_id"`
 	// Source says how the NAPI is known to serve the queue (as for
 	// NAPIView).
@@ -213,6 +218,7 @@ type NAPIView struct {
 
 // IRQView is an IRQ's live and wanted CPUs (cpu lists).
 type IRQView struct {
+	_        outline.NoCompare
 	IRQ      int    `json:"irq"`
 	Name     string `json:"name"`
 	CPUs     string `json:"cpus"`
@@ -228,6 +234,7 @@ type IRQView struct {
 // thread that completes its transmits (when the driver has a separate one)
 // and its IRQ.
 type TxQueueView struct {
+	_           outline.NoCompare
 	Queue       string    `json:"queue"`
 	XPSCPUs     string    `json:"xps_cpus"`
 	WantXPSCPUs string    `json:"want_xps_cpus"`
@@ -283,6 +290,7 @@ type Engine struct {
 // viewState is one read of the machine with its plan, as Status and Queues
 // use it.
 type viewState struct {
+	_    outline.NoCompare
 	at   time.Time
 	snap *platform.Snapshot
 	set  plan.Settings

@@ -165,6 +165,7 @@ func noteNetworkWritten(root string, m plan.Mode, flows int) {
 // DeviceRPS is one device's RPS mask (kernel hex format) for every rx queue,
 // as a `config device` section of packet_steering holds it in rps_cpus.
 type DeviceRPS struct {
+	_      outline.NoCompare
 	Device string
 	Mask   string
 }

@@ -26,6 +26,7 @@ const ApplyMarkerFile = "packet-steering.applying"
 // UnfinishedApply describes an apply that did not finish, as its marker file
 // recorded it; status shows it.
 type UnfinishedApply struct {
+	_       outline.NoCompare
 	Reason  string    `json:"reason"`
 	Started time.Time `json:"started"`
 	PID     int       `json:"pid"`

@@ -96,6 +96,7 @@ func ReadCounters(root string) ([]CPUCounters, error) {
 
 // CPUDelta is what one run added to a CPU's counters.
 type CPUDelta struct {
+	_           outline.NoCompare
 	CPU         int    `json:"cpu"`
 	Processed   uint64 `json:"processed"`
 	Dropped     uint64 `json:"dropped"`

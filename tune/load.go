@@ -57,6 +57,7 @@ const runOverhead = 700 * time.Millisecond
 
 // iperf is the built-in iperf3 client driver. Traffic goes only to Host.
 type iperf struct {
+	_ outline.NoCompare
 	// Binary is the iperf3 executable; "" means "iperf3" from PATH.
 	Binary string
 	// Host is the target as a literal IP address; Port the server port
@@ -198,6 +199,7 @@ func firstLine(s string) string {
 
 // iperfSum is one "sum*" object of iperf3's JSON "end".
 type iperfSum struct {
+	_             outline.NoCompare
 	BitsPerSecond float64  `json:"bits_per_second"`
 	Retransmits   *float64 `json:"retransmits"`
 	LostPackets   *float64 `json:"lost_packets"`
@@ -206,6 +208,7 @@ type iperfSum struct {
 }
 
 type iperfJSON struct {
+	_     outline.NoCompare
 	Start struct {
 		ConnectingTo struct {
 			Host string `json:"host"`
@@ -291,6 +294,7 @@ func parseIperf(b []byte) (measurement, string, error) {
 // number in PS_TUNE_RUN; where it sends traffic is its own business, so the
 // caller must say so to the user.
 type loadCommand struct {
+	_ outline.NoCompare
 	// Shell is the shell; "" means /bin/sh.
 	Shell string
 	// Line is the command line, run as Shell -c Line.

@@ -114,6 +114,7 @@ func padNAPIKnobs(plans map[string]*plan.Plan) {
 // each run: the numbered rows of proc/interrupts below root, summed over
 // CPUs (machine-wide, like the other counters), before and after.
 type irqCounting struct {
+	_ outline.NoCompare
 	loadDriver
 	root string
 }

@@ -29,6 +29,7 @@ func usagef(format string, a ...any) error {
 // Options are one sweep: the command line of `packet-steering tune`, whose
 // flags (cmd/packet-steering) set the fields of the same names.
 type Options struct {
+	_    outline.NoCompare
 	Root string
 
 	Target   string

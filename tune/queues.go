@@ -21,6 +21,7 @@ import (
 // QueueCounters is one rx queue's cumulative count and its measure
 // (plan.CountQstats or plan.CountIRQ).
 type QueueCounters struct {
+	_      outline.NoCompare
 	Device string
 	Queue  string
 	Count  uint64
@@ -59,6 +60,7 @@ func queueCounters(s *platform.Snapshot) []QueueCounters {
 // QueueDelta is what one run added to an rx queue's count: packets
 // (Source "qstats") or interrupts ("irq").
 type QueueDelta struct {
+	_      outline.NoCompare
 	Device string `json:"device"`
 	Queue  string `json:"queue"`
 	Count  uint64 `json:"count"`
@@ -123,6 +125,7 @@ func (q *queueCounting) Estimate() time.Duration { return q.loadDriver.Estimate(
 
 // queueSummary is one rx queue's per-run deltas over the runs.
 type queueSummary struct {
+	_      outline.NoCompare
 	Device string  `json:"device"`
 	Queue  string  `json:"queue"`
 	Source string  `json:"source"`

@@ -71,6 +71,7 @@ type run struct {
 
 // cpuSummary is one CPU's counter deltas over the runs.
 type cpuSummary struct {
+	_           outline.NoCompare
 	CPU         int     `json:"cpu"`
 	Processed   summary `json:"processed"`
 	Dropped     summary `json:"dropped"`

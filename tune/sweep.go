@@ -44,6 +44,7 @@ type prepared struct {
 
 // restoreResult reports the final restore.
 type restoreResult struct {
+	_ outline.NoCompare
 	// Knobs is how many knobs were written back (when they differed) or
 	// found holding their original value.
 	Knobs int `json:"knobs"`

@@ -118,6 +118,7 @@ type queuesArgs struct {
 
 // applyArgs is the argument struct of apply.
 type applyArgs struct {
+	_      outline.NoCompare
 	Reason string
 	Device string // "" = every device
 	DryRun bool
@@ -349,6 +350,7 @@ func errorText(err error) string {
 // statusReply is the reply of status: the engine's status and who serves
 // the object.
 type statusReply struct {
+	_ outline.NoCompare
 	*steering.Status
 	Service ServiceInfo `json:"service"`
 }

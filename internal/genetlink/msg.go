@@ -96,6 +96,7 @@ func encodeRequest(family uint16, flags uint16, seq, pid uint32, cmd, version ui
 // to (ENOENT is fs.ErrNotExist, EPERM fs.ErrPermission, EOPNOTSUPP
 // errors.ErrUnsupported).
 type Error struct {
+	_ outline.NoCompare
 	// Op names the request, e.g. "netdev napi-get".
 	Op    string
 	Errno unix.Errno

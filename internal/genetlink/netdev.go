@@ -134,6 +134,7 @@ type NAPI struct {
 // spec's qstats attribute set this package names, and which counters the
 // driver reported at all.
 type QStats struct {
+	_       outline.NoCompare
 	Ifindex uint32
 	Type    string // QueueRX or QueueTX
 	QueueID uint32

@@ -35,6 +35,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // MaxFile bounds what one read returns: sysfs attributes are at most a
@@ -54,6 +56,7 @@ type Dir struct {
 // of a machine costs. It is safe for concurrent use: Readers of several
 // goroutines may share one.
 type Counts struct {
+	_                                             outline.NoCompare
 	Openat, Read, Getdents, Readlink, Stat, Close atomic.Int64
 	// Other is calls a caller makes on the Reader's files itself (flock,
 	// fstat) and counts with AddOther.

@@ -1,11 +1,13 @@
-// Package outline holds standard-library calls kept out of line.
+// Package outline holds standard-library calls kept out of line, and the
+// other small aids that keep the router binary within its size budget.
 //
 // The compiler inlines sync.Mutex's Lock and Unlock, strconv.Itoa and
 // fmt.Errorf at every call site; on the router build, where flash is the budget (make
 // size), one shared copy costs less than a few hundred inlined ones, and
 // none of these calls sits on a path where the call itself matters (the
 // locks guard calls that read or write files). Nothing here changes what
-// the standard library does.
+// the standard library does. NoCompare serves the same budget: it keeps the
+// compiler from writing equality functions that nothing calls.
 package outline
 
 import (
@@ -93,3 +95,13 @@ func FormatUint(n uint64, base int) string { return strconv.FormatUint(n, base) 
 func SortStrings(x []string) {
 	sort.Slice(x, func(i, j int) bool { return x[i] < x[j] })
 }
+
+// NoCompare, as a struct's first field (it takes no room), makes the struct
+// not comparable with ==. For a comparable struct the compiler writes an
+// equality function, referenced from the type's runtime descriptor and so
+// linked whenever the type is allocated, put in a slice or an interface,
+// whether or not anything compares it; on the soft-float router build one
+// for a struct of strings and float64s is a few hundred bytes to over a
+// kilobyte. Structs that are never compared carry it; the compiler refuses
+// an == on one, so nothing can come to rely on it unnoticed.
+type NoCompare [0]func()

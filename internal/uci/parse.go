@@ -26,6 +26,7 @@ const (
 // MaxFileSize or MaxSections (or is not a regular file). It is not a syntax
 // error: libuci may well read the file, but this package will not.
 type LimitError struct {
+	_ outline.NoCompare
 	// File is the package name or the path of the file.
 	File string
 	// Msg says which limit, with the file's figure and the limit.

@@ -49,6 +49,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/packet-steering/packet-steering/internal/outline"
 )
 
 // ErrNotFound is returned (wrapped) by writers when the section or option
@@ -103,6 +105,7 @@ type Option struct {
 
 // ParseError reports input that libuci (in strict mode) would reject.
 type ParseError struct {
+	_ outline.NoCompare
 	// File is the package name or the path the input came from.
 	File string
 	// Line is the 1-based line on which the error was found.
