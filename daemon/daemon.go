@@ -288,6 +288,7 @@ func (t *idleTrimmer) stop() {
 // every apply and mode change tells the adaptive runner its mode, so that
 // the loop runs exactly while the mode is adaptive.
 type servedEngine struct {
+	_ outline.NoCompare
 	ubusobj.Engine
 	r *adaptiveRunner
 	t *idleTrimmer

@@ -46,6 +46,7 @@ type CPUTime struct {
 // ThreadTime is a task's utime + stime in clock ticks and, when the
 // kernel reports it (HasWait), the nanoseconds it waited runnable.
 type ThreadTime struct {
+	_       outline.NoCompare
 	PID     int    `json:"pid"`
 	Ticks   uint64 `json:"ticks"`
 	WaitNS  uint64 `json:"wait_ns"`

@@ -126,6 +126,7 @@ type applyArgs struct {
 
 // setModeArgs is the argument struct of set_mode.
 type setModeArgs struct {
+	_       outline.NoCompare
 	Mode    plan.Mode
 	Flows   *int // nil = unchanged
 	Persist bool
@@ -357,6 +358,7 @@ type statusReply struct {
 
 // ServiceInfo says who serves the object and what that allows.
 type ServiceInfo struct {
+	_ outline.NoCompare
 	// ServedBy is "daemon" or "rpcd" (the exec plugin).
 	ServedBy steering.Server `json:"served_by"`
 	// Events is whether applies are announced (the event

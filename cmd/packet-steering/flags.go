@@ -16,6 +16,7 @@ import (
 // usage text, and the checks that turn every bad input into a usageError
 // (exit status 2) before anything below the root is read.
 type subcommand struct {
+	_     outline.NoCompare
 	fs    *flag.FlagSet
 	env   *cliEnv
 	usage string // the synopsis after "usage: packet-steering "

@@ -26,6 +26,7 @@ type command struct {
 
 // cliEnv carries the process's streams so tests can run subcommands in-process.
 type cliEnv struct {
+	_      outline.NoCompare
 	stdout io.Writer
 	stderr io.Writer
 	stdin  io.Reader

@@ -17,6 +17,7 @@ const reportSummary = "print snapshot, plan, status and queues as one JSON (for 
 // snapshot it is (it ignores the other members), then the plan of the
 // configured mode made from that snapshot, and the status and queues.
 type report struct {
+	_ outline.NoCompare
 	*platform.Snapshot
 	Report reportInfo `json:"report"`
 	Plan   any        `json:"plan"`
@@ -29,6 +30,7 @@ type report struct {
 // reportInfo says when the report was made and where status and queues
 // come from.
 type reportInfo struct {
+	_       outline.NoCompare
 	Version int       `json:"version"`
 	Time    time.Time `json:"time"`
 	// From is "daemon" (its replies, with what it keeps in memory: the

@@ -46,6 +46,7 @@ const MaxFile = 16 << 20
 // Dir is an open directory that names are resolved below. The zero Dir is
 // not valid; Open and Reader.Sub make one, Close releases it.
 type Dir struct {
+	_     outline.NoCompare
 	fd    int
 	name  string  // for errors
 	count *Counts // counts Close; nil: not counted
