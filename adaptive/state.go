@@ -88,7 +88,7 @@ func NewState(runDir string, now func() time.Time) *State {
 	if now == nil {
 		now = time.Now
 	}
-	return &State{path: filepath.Join(runDir, StateFile), now: now}
+	return &State{path: outline.JoinPath(runDir, StateFile), now: now}
 }
 
 // loadLocked reads the state file, once; the caller holds s.mu. What the

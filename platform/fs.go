@@ -50,7 +50,7 @@ func (f FS) Root() string { return f.root }
 //
 //go:noinline
 func (f FS) Path(rel ...string) string {
-	return filepath.Join(append([]string{f.root}, rel...)...)
+	return outline.JoinPath(append([]string{f.root}, rel...)...)
 }
 
 // reader is the I/O state of one Read: the root directory held open, so
@@ -218,7 +218,7 @@ func joinLink(rel, t string) (string, error) {
 	if filepath.IsAbs(t) {
 		return "", outline.Errorf("%s: absolute link target %q", rel, t)
 	}
-	res := filepath.ToSlash(filepath.Join(filepath.Dir(filepath.FromSlash(rel)), t))
+	res := filepath.ToSlash(outline.JoinPath(filepath.Dir(filepath.FromSlash(rel)), t))
 	if res == ".." || strings.HasPrefix(res, "../") || res == "." {
 		return "", outline.Errorf("%s: link leaves the root", rel)
 	}

@@ -3,7 +3,6 @@ package steering
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -346,9 +345,9 @@ func NewEngine(root string, opts ...Option) *Engine {
 	pr := platform.NewReader()
 	e := &Engine{
 		root:         root,
-		configDir:    filepath.Join(root, "etc", "config"),
-		lockDir:      filepath.Join(root, "var", "lock"),
-		runDir:       filepath.Join(root, "var", "run"),
+		configDir:    outline.JoinPath(root, "etc", "config"),
+		lockDir:      outline.JoinPath(root, "var", "lock"),
+		runDir:       outline.JoinPath(root, "var", "run"),
 		now:          time.Now,
 		read:         pr.Read,
 		readInputs:   pr.ReadInputs,
@@ -622,7 +621,7 @@ func (e *Engine) Apply(ctx context.Context, req ApplyRequest) (*Result, error) {
 		// mistyped name leaves no trace (not even a lock file): its
 		// sys/class/net entry is enough here (the name is checked above);
 		// the snapshot read under the lock checks it again.
-		if _, err := os.Lstat(filepath.Join(e.root, "sys", "class", "net", req.Device)); err != nil {
+		if _, err := os.Lstat(outline.JoinPath(e.root, "sys", "class", "net", req.Device)); err != nil {
 			return nil, outline.Errorf("no device %q: %w", req.Device, plan.ErrInvalid)
 		}
 	}

@@ -31,7 +31,7 @@ func refusedIRQ(a plan.Action, err error) bool {
 // (write and rename), keeping what it held; at most
 // platform.MaxRefusedIRQs entries.
 func RecordRefusedIRQs(root string, refused []Failure) error {
-	path := filepath.Join(root, filepath.FromSlash(platform.RefusedIRQsFile))
+	path := outline.JoinPath(root, filepath.FromSlash(platform.RefusedIRQsFile))
 	rec := map[int][2]string{}
 	if b, err := os.ReadFile(path); err == nil && len(b) <= 64<<10 {
 		rec = platform.ParseRefusedIRQs(b)

@@ -69,7 +69,7 @@ func (w *FSWriter) path(rel string) (string, error) {
 	if rel == "" || filepath.IsAbs(rel) || strings.Contains(rel, "..") {
 		return "", outline.Errorf("steering: refusing knob path %q", rel)
 	}
-	return filepath.Join(w.Root, filepath.FromSlash(rel)), nil
+	return outline.JoinPath(w.Root, filepath.FromSlash(rel)), nil
 }
 
 // ReadKnob implements Writer.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -52,7 +51,7 @@ func acquireFileLock(ctx context.Context, dir string, names ...string) (*fileLoc
 	}
 	l := &fileLock{}
 	for _, n := range names {
-		p := filepath.Join(dir, n)
+		p := outline.JoinPath(dir, n)
 		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o644)
 		if err != nil {
 			l.release()

@@ -66,7 +66,7 @@ func persistSettings(configDir string, m plan.Mode, flows int) error {
 		}
 	}
 	var old struct{ mode, flows string }
-	steeringPath := filepath.Join(configDir, configSteering)
+	steeringPath := outline.JoinPath(configDir, configSteering)
 	_, statErr := os.Stat(steeringPath)
 	existed := statErr == nil
 	err := uci.Update(configDir, configSteering, func(p *uci.Package) error {
@@ -87,7 +87,7 @@ func persistSettings(configDir string, m plan.Mode, flows int) error {
 		}
 		return outline.Errorf("save %s/%s: %w", configDir, configSteering, err)
 	}
-	networkPath := filepath.Join(configDir, configNetwork)
+	networkPath := outline.JoinPath(configDir, configNetwork)
 	_, statErr = os.Stat(networkPath)
 	networkExisted := statErr == nil
 	err = uci.Update(configDir, configNetwork, func(p *uci.Package) error {
@@ -148,7 +148,7 @@ const NetworkSeenFile = "var/run/packet-steering/network-globals"
 // is advisory: when it cannot be written it is removed, and with no note
 // the next network reload takes the page's values, which are these.
 func noteNetworkWritten(root string, m plan.Mode, flows int) {
-	path := filepath.Join(root, NetworkSeenFile)
+	path := outline.JoinPath(root, NetworkSeenFile)
 	b := []byte(networkSteeringValue(m) + "/" + outline.Itoa(flows) + "\n")
 	err := os.MkdirAll(filepath.Dir(path), 0o755)
 	if err == nil {

@@ -31,7 +31,7 @@ func WithStateFile(path string) Option { return func(e *Engine) { e.stateFile = 
 
 // totalsPath is the totals file beside the state file.
 func (e *Engine) totalsPath() string {
-	return filepath.Join(filepath.Dir(e.stateFile), filepath.Base(TotalsFile))
+	return outline.JoinPath(filepath.Dir(e.stateFile), filepath.Base(TotalsFile))
 }
 
 // The state file holds seven lines: the live mode and flows (empty without

@@ -39,7 +39,7 @@ type UnfinishedApply struct {
 // markerPath is the marker file of the engine's root.
 //
 //go:noinline
-func (e *Engine) markerPath() string { return filepath.Join(e.runDir, ApplyMarkerFile) }
+func (e *Engine) markerPath() string { return outline.JoinPath(e.runDir, ApplyMarkerFile) }
 
 // beginApply prepares an apply that may write (the caller holds the apply
 // lock): it takes note of a previous apply's marker and returns whether

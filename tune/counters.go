@@ -3,7 +3,6 @@ package tune
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"sort"
 
 	"github.com/packet-steering/packet-steering/internal/outline"
@@ -49,7 +48,7 @@ func ReadCounters(root string) ([]CPUCounters, error) {
 		return c
 	}
 	read := func(rel string, parse func([]byte) error) error {
-		b, err := os.ReadFile(filepath.Join(root, rel))
+		b, err := os.ReadFile(outline.JoinPath(root, rel))
 		if err != nil {
 			return outline.Errorf("read counters: %w", err)
 		}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -139,7 +138,7 @@ func (c *irqCounting) Estimate() time.Duration { return c.loadDriver.Estimate() 
 // readInterruptTotal sums the per-CPU counts of every numbered row of
 // proc/interrupts (at most 4 MiB read).
 func readInterruptTotal(root string) (uint64, error) {
-	f, err := os.Open(filepath.Join(root, "proc", "interrupts"))
+	f, err := os.Open(outline.JoinPath(root, "proc", "interrupts"))
 	if err != nil {
 		return 0, err
 	}

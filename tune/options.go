@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -143,7 +142,7 @@ func resolveTarget(root, host string) (addr, error) {
 	ip, ok := parseAddr(host)
 	if !ok {
 		var err error
-		ip, ok, err = lookupHosts(filepath.Join(root, "etc", "hosts"), host)
+		ip, ok, err = lookupHosts(outline.JoinPath(root, "etc", "hosts"), host)
 		switch {
 		case err != nil:
 			return addr{}, outline.Errorf("%w: --target %s is not an address, and etc/hosts could not be read: %v", ErrUsage, host, err)
@@ -268,7 +267,7 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 		return nil
 	}
 	lctx, lcancel := context.WithTimeout(ctx, 10*time.Second)
-	release, err := steering.LockApplies(lctx, filepath.Join(o.Root, "var", "lock"))
+	release, err := steering.LockApplies(lctx, outline.JoinPath(o.Root, "var", "lock"))
 	lcancel()
 	if err != nil {
 		return err
@@ -357,7 +356,7 @@ func (o *Options) candidates(ctx context.Context, eng *steering.Engine, stderr i
 
 // save persists the recommendation and applies it.
 func (o *Options) save(ctx context.Context, eng *steering.Engine, rep *report, stderr io.Writer) error {
-	configDir := filepath.Join(o.Root, "etc", "config")
+	configDir := outline.JoinPath(o.Root, "etc", "config")
 	name := rep.Recommendation.Candidate
 	if name == "" {
 		return errors.New("--save: nothing to save: no candidate was measured")
@@ -383,7 +382,7 @@ func (o *Options) save(ctx context.Context, eng *steering.Engine, rep *report, s
 		return outline.Errorf("--save: %w", err)
 	}
 	fmt.Fprintf(stderr, "tune: saved %s (mode %s) in %s and applied it: %d changed, %d failed\n",
-		c.Name, c.Mode, filepath.Join(configDir, "packet_steering"), len(res.Changed), len(res.Failed))
+		c.Name, c.Mode, outline.JoinPath(configDir, "packet_steering"), len(res.Changed), len(res.Failed))
 	return nil
 }
 

@@ -144,7 +144,7 @@ func lookPath(name string) (string, error) {
 		if dir == "" {
 			dir = "."
 		}
-		p := filepath.Join(dir, name)
+		p := outline.JoinPath(dir, name)
 		if executable(p) == nil {
 			return p, nil
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/packet-steering/packet-steering/daemon"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/internal/ubus"
 	"github.com/packet-steering/packet-steering/steering"
 	"github.com/packet-steering/packet-steering/ubusobj"
@@ -90,7 +91,7 @@ func runPlugin(ctx context.Context, env *cliEnv, args []string, cfg pluginConfig
 // script ran at boot, as steering.ResolveServer decides. When in doubt it
 // does not: the daemon may own the name.
 func pluginServes(ctx context.Context, eng *steering.Engine, root string) bool {
-	if b, err := os.ReadFile(filepath.Join(root, steering.OwnerFile)); err == nil {
+	if b, err := os.ReadFile(outline.JoinPath(root, steering.OwnerFile)); err == nil {
 		return strings.TrimSpace(string(b)) == string(steering.ServerRPCD)
 	}
 	c, err := eng.Server(ctx)
@@ -121,5 +122,5 @@ func runOwner(ctx context.Context, env *cliEnv, args []string) error {
 // settings and last apply in steering.StateFile below root so that the
 // next process sees them.
 func oneShotEngine(root string, opts ...steering.Option) *steering.Engine {
-	return steering.NewEngine(root, append([]steering.Option{steering.WithStateFile(filepath.Join(root, steering.StateFile))}, opts...)...)
+	return steering.NewEngine(root, append([]steering.Option{steering.WithStateFile(outline.JoinPath(root, steering.StateFile))}, opts...)...)
 }

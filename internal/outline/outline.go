@@ -1,8 +1,8 @@
 // Package outline holds standard-library calls kept out of line, and the
 // other small aids that keep the router binary within its size budget.
 //
-// The compiler inlines sync.Mutex's Lock and Unlock, strconv.Itoa and
-// fmt.Errorf at every call site; on the router build, where flash is the budget (make
+// The compiler inlines sync.Mutex's Lock and Unlock, strconv.Itoa,
+// fmt.Errorf and filepath.Join at every call site; on the router build, where flash is the budget (make
 // size), one shared copy costs less than a few hundred inlined ones, and
 // none of these calls sits on a path where the call itself matters (the
 // locks guard calls that read or write files). Nothing here changes what
@@ -12,6 +12,7 @@ package outline
 
 import (
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"sync"
@@ -105,3 +106,9 @@ func SortStrings(x []string) {
 // kilobyte. Structs that are never compared carry it; the compiler refuses
 // an == on one, so nothing can come to rely on it unnoticed.
 type NoCompare [0]func()
+
+// JoinPath is filepath.Join (inlined, it is a loop and two calls at each of
+// the project's few dozen call sites).
+//
+//go:noinline
+func JoinPath(elem ...string) string { return filepath.Join(elem...) }

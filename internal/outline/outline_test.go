@@ -3,6 +3,7 @@ package outline
 import (
 	"errors"
 	"math"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -91,6 +92,15 @@ func TestSortStrings(t *testing.T) {
 		slices.Sort(want)
 		if !slices.Equal(got, want) {
 			t.Errorf("SortStrings(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// JoinPath joins as filepath.Join does.
+func TestJoinPath(t *testing.T) {
+	for _, in := range [][]string{nil, {""}, {"", "sys"}, {"/", "sys", "class/net", "eth0/"}, {"root", "../x", "."}} {
+		if got, want := JoinPath(in...), filepath.Join(in...); got != want {
+			t.Errorf("JoinPath(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

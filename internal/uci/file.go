@@ -28,7 +28,7 @@ func Load(confDir, name string) (*Package, error) {
 	if !ValidPackageName(name) {
 		return nil, outline.Errorf("uci: load %q: config name: %w", name, ErrInvalid)
 	}
-	path := filepath.Join(confDir, name)
+	path := outline.JoinPath(confDir, name)
 	f, err := openLocked(path, unix.LOCK_SH, false)
 	if err != nil {
 		return nil, outline.Errorf("uci: load %s: %w", name, err)
@@ -70,7 +70,7 @@ func Commit(confDir string, p *Package) error {
 	if err := p.Export(&buf); err != nil {
 		return outline.Errorf("uci: commit %s: %w", p.Name, err)
 	}
-	path := filepath.Join(confDir, p.Name)
+	path := outline.JoinPath(confDir, p.Name)
 	f, err := openLocked(path, unix.LOCK_EX, true)
 	if err != nil {
 		return outline.Errorf("uci: commit %s: %w", p.Name, notOverwritten(err))
@@ -106,7 +106,7 @@ func Update(confDir, name string, fn func(p *Package) error) error {
 	if !ValidPackageName(name) {
 		return outline.Errorf("uci: update %q: config name: %w", name, ErrInvalid)
 	}
-	path := filepath.Join(confDir, name)
+	path := outline.JoinPath(confDir, name)
 	f, err := openLocked(path, unix.LOCK_EX, true)
 	if err != nil {
 		return outline.Errorf("uci: update %s: %w", name, notOverwritten(err))
@@ -230,7 +230,7 @@ func stockCommitPending(path string) bool {
 		if pending || !bytes.HasPrefix(n, []byte(prefix)) {
 			return
 		}
-		fi, err := os.Lstat(filepath.Join(dir, string(n)))
+		fi, err := os.Lstat(outline.JoinPath(dir, string(n)))
 		if err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) < stockCommitAge {
 			pending = true
 		}
