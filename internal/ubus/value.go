@@ -477,11 +477,11 @@ func floatAttr(name string, f float64, bits int) (Attr, error) {
 	return Double(name, d), nil
 }
 
-// decodeError is a value of the wrong kind at path.
+// decodeError is a value of the wrong kind at path: a does not fit v.
 //
 //go:noinline
-func decodeError(a *Attr, t reflect.Type, path string) error {
-	return outline.Errorf("%s: cannot store %s in %s", path, a.Type, t)
+func decodeError(a *Attr, v reflect.Value, path string) error {
+	return outline.Errorf("%s: cannot store %s in %s", path, a.Type, v.Type())
 }
 
 // decode stores a in v; path names it in errors.
@@ -495,7 +495,7 @@ func (c *ValueCodec) decode(a *Attr, v reflect.Value, path string) error {
 	}
 	if v.Type() == timeType {
 		if a.Type != TypeString {
-			return decodeError(a, v.Type(), path)
+			return decodeError(a, v, path)
 		}
 		t, err := parseTime(a.Str)
 		if err != nil {
@@ -518,7 +518,7 @@ func (c *ValueCodec) decode(a *Attr, v reflect.Value, path string) error {
 		return c.decode(a, v.Elem(), path)
 	case reflect.Interface:
 		if v.NumMethod() != 0 {
-			return decodeError(a, v.Type(), path)
+			return decodeError(a, v, path)
 		}
 		if x := attrAny(a); x != nil {
 			v.Set(reflect.ValueOf(x))
@@ -526,12 +526,12 @@ func (c *ValueCodec) decode(a *Attr, v reflect.Value, path string) error {
 		return nil
 	case reflect.Struct:
 		if a.Type != TypeTable {
-			return decodeError(a, v.Type(), path)
+			return decodeError(a, v, path)
 		}
 		return c.decodeStruct(a.Children, v, path)
 	case reflect.Map:
 		if a.Type != TypeTable {
-			return decodeError(a, v.Type(), path)
+			return decodeError(a, v, path)
 		}
 		t := v.Type()
 		if v.IsNil() {
@@ -575,7 +575,7 @@ func (c *ValueCodec) decode(a *Attr, v reflect.Value, path string) error {
 			return nil
 		}
 		if a.Type != TypeArray {
-			return decodeError(a, v.Type(), path)
+			return decodeError(a, v, path)
 		}
 		s := reflect.MakeSlice(v.Type(), len(a.Children), len(a.Children))
 		for i := range a.Children {
@@ -587,7 +587,7 @@ func (c *ValueCodec) decode(a *Attr, v reflect.Value, path string) error {
 		return nil
 	case reflect.Array:
 		if a.Type != TypeArray {
-			return decodeError(a, v.Type(), path)
+			return decodeError(a, v, path)
 		}
 		for i := 0; i < v.Len(); i++ {
 			if i >= len(a.Children) {
@@ -601,25 +601,25 @@ func (c *ValueCodec) decode(a *Attr, v reflect.Value, path string) error {
 		return nil
 	case reflect.String:
 		if a.Type != TypeString {
-			return decodeError(a, v.Type(), path)
+			return decodeError(a, v, path)
 		}
 		v.SetString(a.Str)
 		return nil
 	case reflect.Bool:
 		if a.Type != TypeBool {
-			return decodeError(a, v.Type(), path)
+			return decodeError(a, v, path)
 		}
 		v.SetBool(a.Int != 0)
 		return nil
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		if !isInteger(a.Type) || v.OverflowInt(a.Int) {
-			return decodeError(a, v.Type(), path)
+			return decodeError(a, v, path)
 		}
 		v.SetInt(a.Int)
 		return nil
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 		if !isInteger(a.Type) || a.Int < 0 || v.OverflowUint(uint64(a.Int)) {
-			return decodeError(a, v.Type(), path)
+			return decodeError(a, v, path)
 		}
 		v.SetUint(uint64(a.Int))
 		return nil
@@ -629,10 +629,10 @@ func (c *ValueCodec) decode(a *Attr, v reflect.Value, path string) error {
 		case isInteger(a.Type):
 			f = float64(a.Int)
 		case a.Type != TypeDouble:
-			return decodeError(a, v.Type(), path)
+			return decodeError(a, v, path)
 		}
 		if v.Kind() == reflect.Float32 && math.IsInf(float64(float32(f)), 0) {
-			return decodeError(a, v.Type(), path)
+			return decodeError(a, v, path)
 		}
 		v.SetFloat(f)
 		return nil
