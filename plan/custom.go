@@ -47,10 +47,7 @@ func applyOverrides(b *builder, s *platform.Snapshot, flows int) {
 				Text: fmt.Sprintf("The `config device` section for %q names a device this machine does not have (yet); it applies once the device appears.", o.Name)})
 			continue
 		}
-		bad := func(opt, val string, err error) {
-			b.hints = append(b.hints, Hint{ID: HintOverrideInvalid, Device: o.Name,
-				Text: fmt.Sprintf("Option %s '%s' of device %s is ignored: %v.", opt, val, o.Name, err)})
-		}
+		bad := func(opt, val string, err error) { b.badOption(o.Name, opt, val, err) }
 		mask := func(opt, val string) (cpuset.Set, bool) {
 			set, err := cpuset.ParseMask(val)
 			if err != nil {
@@ -135,6 +132,12 @@ func applyOverrides(b *builder, s *platform.Snapshot, flows int) {
 		}
 		applyNAPIOverrides(b, s, d, o, bad) // napi_knobs.go
 	}
+}
+
+// badOption notes a `config device` option whose value is ignored.
+func (b *builder) badOption(device, opt, val string, err error) {
+	b.hints = append(b.hints, Hint{ID: HintOverrideInvalid, Device: device,
+		Text: fmt.Sprintf("Option %s '%s' of device %s is ignored: %v.", opt, val, device, err)})
 }
 
 // diff is a minus b.
