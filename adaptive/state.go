@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/packet-steering/packet-steering/internal/outline"
@@ -172,11 +171,11 @@ func readAdaptiveFile(path string) (*StoredState, error) {
 func checkStoredDeviation(d Deviation) string {
 	switch {
 	case !plan.ValidDeviceName(d.Device):
-		return "device name " + strconv.Quote(d.Device) + " is not valid"
+		return "device name " + outline.Quote(d.Device) + " is not valid"
 	case len(d.Queue) < 4 || d.Queue[:3] != "rx-":
-		return "queue " + strconv.Quote(d.Queue) + " is not an rx queue"
+		return "queue " + outline.Quote(d.Queue) + " is not an rx queue"
 	case d.Kind != UnitRPS && d.Kind != UnitNAPI:
-		return "kind " + strconv.Quote(d.Kind) + " is not rps or napi"
+		return "kind " + outline.Quote(d.Kind) + " is not rps or napi"
 	case d.CPU < 0 || d.CPU > maxStoredCPU:
 		return "cpu " + outline.Itoa(d.CPU) + " is out of range"
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io/fs"
-	"strconv"
 	"strings"
 
 	"github.com/packet-steering/packet-steering/internal/outline"
@@ -211,7 +210,7 @@ func steeringConfig(p *uci.Package, c *Config) *SteeringConfig {
 			q, mask = strings.TrimSpace(q), strings.TrimSpace(mask)
 			if !ok || q == "" || mask == "" {
 				c.Errors = append(c.Errors, Gap{Path: configDir + "/packet_steering",
-					Error: "section " + s.Name + ": queue_rps " + strconv.Quote(item) + ": want QUEUE=MASK"})
+					Error: "section " + s.Name + ": queue_rps " + outline.Quote(item) + ": want QUEUE=MASK"})
 				continue
 			}
 			if o.QueueRPSCPUs == nil {
@@ -228,7 +227,7 @@ func steeringConfig(p *uci.Package, c *Config) *SteeringConfig {
 				q, val = strings.TrimSpace(q), strings.TrimSpace(val)
 				if !ok || q == "" || val == "" {
 					c.Errors = append(c.Errors, Gap{Path: configDir + "/packet_steering",
-						Error: "section " + s.Name + ": " + l + " " + strconv.Quote(item) + ": want QUEUE=VALUE (rx-N or napi-ID)"})
+						Error: "section " + s.Name + ": " + l + " " + outline.Quote(item) + ": want QUEUE=VALUE (rx-N or napi-ID)"})
 					continue
 				}
 				if o.QueueNAPI == nil {

@@ -110,7 +110,7 @@ func parseShellText(text string) (map[string]string, error) {
 		}
 		vars[name] = v
 	}
-	return vars, errors.Join(errs...)
+	return vars, outline.JoinErrors(errs...)
 }
 
 func validShellName(s string) bool {

@@ -105,7 +105,7 @@ func parseInterruptsText(text string) ([]IRQ, error) {
 		irqs = append(irqs, irq)
 	}
 	sort.Slice(irqs, func(a, b int) bool { return irqs[a].Number < irqs[b].Number })
-	return irqs, errors.Join(errs...)
+	return irqs, outline.JoinErrors(errs...)
 }
 
 // parseInterruptRow parses one row; ok is false for summary rows.

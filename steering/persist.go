@@ -125,7 +125,7 @@ func persistSettings(configDir string, m plan.Mode, flows int) error {
 		return p.Set(ref, "flows", old.flows)
 	})
 	if undo != nil {
-		return errors.Join(err, outline.Errorf("restore %s: %w", configSteering, undo))
+		return outline.JoinErrors(err, outline.Errorf("restore %s: %w", configSteering, undo))
 	}
 	return err
 }

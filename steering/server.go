@@ -2,9 +2,9 @@ package steering
 
 import (
 	"context"
-	"strconv"
 	"strings"
 
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -67,7 +67,7 @@ func ResolveServer(snap *platform.Snapshot) ServerChoice {
 		return c
 	case "auto":
 	default:
-		c.Problem = "packet_steering.globals.daemon: unknown value " + strconv.Quote(c.Setting) + ", using auto (accepted: auto, 1, 0)"
+		c.Problem = "packet_steering.globals.daemon: unknown value " + outline.Quote(c.Setting) + ", using auto (accepted: auto, 1, 0)"
 	}
 	c.Server = ServerRPCD
 	if c.CPUs >= 2 {

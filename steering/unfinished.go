@@ -79,7 +79,7 @@ func writeMarker(path, reason string, pid int, now time.Time) error {
 		return outline.Errorf("apply marker: %w", err)
 	}
 	body := "pid=" + outline.Itoa(pid) + "\nstarted_ns=" + strconv.FormatInt(now.UnixNano(), 10) +
-		"\nreason=" + strconv.Quote(reason) + "\n"
+		"\nreason=" + outline.Quote(reason) + "\n"
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		return outline.Errorf("apply marker: %w", err)
 	}

@@ -287,7 +287,7 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 	}
 	if rep != nil {
 		if werr := o.write(stdout, rep); werr != nil {
-			err = errors.Join(err, werr)
+			err = outline.JoinErrors(err, werr)
 		}
 	}
 	if err != nil {

@@ -2,7 +2,6 @@ package tune
 
 import (
 	"context"
-	"errors"
 	"strings"
 
 	"github.com/packet-steering/packet-steering/adaptive"
@@ -258,7 +257,7 @@ func resultError(res *steering.Result) error {
 	for _, f := range res.Failed {
 		errs = append(errs, outline.Errorf("%s %s: %s", f.Action.Kind, f.Action.Target(), f.Error))
 	}
-	return errors.Join(errs...)
+	return outline.JoinErrors(errs...)
 }
 
 // Apply implements Steerer. A failed write is rolled back per device by
@@ -349,7 +348,7 @@ func (e *machine) Restore(ctx context.Context) (restoreResult, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return out, errors.Join(errs...)
+		return out, outline.JoinErrors(errs...)
 	}
 	fresh, err := e.Snapshot(ctx)
 	if err != nil {

@@ -196,7 +196,7 @@ func (s *sweep) Run(ctx context.Context) (rep *report, err error) {
 		res, rerr := s.Steerer.Restore(rctx)
 		if rerr != nil {
 			res.Error = rerr.Error()
-			err = errors.Join(err, outline.Errorf("restore: %w", rerr))
+			err = outline.JoinErrors(err, outline.Errorf("restore: %w", rerr))
 			s.progress("RESTORE FAILED: %v", rerr)
 		}
 		rep.Restore = res

@@ -3,7 +3,6 @@ package ubusobj
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 
 	"github.com/packet-steering/packet-steering/internal/outline"
@@ -114,11 +113,11 @@ func (o *Object) execFail(out io.Writer, err error) error {
 	case ubus.StatusInvalidArgument, ubus.StatusMethodNotFound:
 		// Not an object: rpcd replies INVALID_ARGUMENT.
 		if _, werr := out.Write([]byte("false\n")); werr != nil {
-			return errors.Join(err, werr)
+			return outline.JoinErrors(err, werr)
 		}
 	default:
 		if _, werr := out.Write([]byte("null\n")); werr != nil {
-			return errors.Join(err, werr)
+			return outline.JoinErrors(err, werr)
 		}
 	}
 	return err

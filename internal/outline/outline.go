@@ -2,15 +2,17 @@
 // other small aids that keep the router binary within its size budget.
 //
 // The compiler inlines sync.Mutex's Lock and Unlock, strconv.Itoa,
-// fmt.Errorf and filepath.Join at every call site; on the router build, where flash is the budget (make
-// size), one shared copy costs less than a few hundred inlined ones, and
-// none of these calls sits on a path where the call itself matters (the
-// locks guard calls that read or write files). Nothing here changes what
+// strconv.Quote, fmt.Errorf, errors.Join and filepath.Join at every call
+// site; on the router build, where flash is the budget (make size), one
+// shared copy costs less than a few hundred inlined ones, and none of these
+// calls sits on a path where the call itself matters (the locks guard calls
+// that read or write files). Nothing here changes what
 // the standard library does. NoCompare serves the same budget: it keeps the
 // compiler from writing equality functions that nothing calls.
 package outline
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -112,3 +114,13 @@ type NoCompare [0]func()
 //
 //go:noinline
 func JoinPath(elem ...string) string { return filepath.Join(elem...) }
+
+// Quote is strconv.Quote.
+//
+//go:noinline
+func Quote(s string) string { return strconv.Quote(s) }
+
+// JoinErrors is errors.Join.
+//
+//go:noinline
+func JoinErrors(errs ...error) error { return errors.Join(errs...) }

@@ -104,3 +104,20 @@ func TestJoinPath(t *testing.T) {
 		}
 	}
 }
+
+// Quote and JoinErrors do what strconv.Quote and errors.Join do.
+func TestQuoteJoinErrors(t *testing.T) {
+	for _, s := range []string{"", "eth0", "a \"b\"\n\x00\xff"} {
+		if got, want := Quote(s), strconv.Quote(s); got != want {
+			t.Errorf("Quote(%q) = %s, want %s", s, got, want)
+		}
+	}
+	if err := JoinErrors(nil, nil); err != nil {
+		t.Errorf("JoinErrors(nil, nil) = %v, want nil", err)
+	}
+	a, b := errors.New("a"), errors.New("b")
+	err := JoinErrors(a, nil, b)
+	if err == nil || err.Error() != "a\nb" || !errors.Is(err, a) || !errors.Is(err, b) {
+		t.Errorf("JoinErrors(a, nil, b) = %v, want a and b joined", err)
+	}
+}

@@ -118,7 +118,7 @@ func NewConn(ctx context.Context, nc Transport) (*Conn, error) {
 	if !stop() || err != nil {
 		nc.Close()
 		if err == nil || ctx.Err() != nil {
-			err = errors.Join(ctx.Err(), err)
+			err = outline.JoinErrors(ctx.Err(), err)
 		}
 		return nil, outline.Errorf("ubus: read HELLO: %w", err)
 	}
