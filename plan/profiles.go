@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/platform"
 )
 
@@ -52,6 +53,7 @@ type Match struct {
 
 // FixedRPS is one rx queue's RPS mask in a ChoiceFixed profile.
 type FixedRPS struct {
+	_      outline.NoCompare
 	Device string
 	Queue  string
 	Mask   string
@@ -123,42 +125,42 @@ func Profiles() []Profile {
 			Name:     "bcm53xx",
 			Match:    with(bcm53xxMatch, []int{2}, OffloadNone),
 			Choice:   ChoiceFixed,
-			RPS:      []FixedRPS{{"br-lan", "rx-0", "2"}, {"eth0", "rx-0", "0"}},
+			RPS:      []FixedRPS{{Device: "br-lan", Queue: "rx-0", Mask: "2"}, {Device: "eth0", Queue: "rx-0", Mask: "0"}},
 			Evidence: evBCM53xx + "Without flow offload the best row is eth0 0, br-lan 2 (574 Mb/s BCM4708, 941 BCM47094; no RPS at all: 387, 671).",
 		},
 		{
 			Name:     "bcm53xx-sw-offload",
 			Match:    with(bcm53xxMatch, []int{2}, OffloadSoftware),
 			Choice:   ChoiceFixed,
-			RPS:      []FixedRPS{{"eth0", "rx-0", "2"}},
+			RPS:      []FixedRPS{{Device: "eth0", Queue: "rx-0", Mask: "2"}},
 			Evidence: evBCM53xx + "With software flow offload the best rows have eth0 2 (940-942 Mb/s BCM4708 against 707 without RPS); br-lan does not matter.",
 		},
 		{
 			Name:     "bcm53xx-hw-offload",
 			Match:    with(bcm53xxMatch, []int{2}, OffloadHardware),
 			Choice:   ChoiceFixed,
-			RPS:      []FixedRPS{{"br-lan", "rx-0", "0"}, {"eth0", "rx-0", "0"}},
+			RPS:      []FixedRPS{{Device: "br-lan", Queue: "rx-0", Mask: "0"}, {Device: "eth0", Queue: "rx-0", Mask: "0"}},
 			Evidence: evBCM53xx + "With hardware flow offload forwarding bypasses the CPU: both 0, as the target hook sets.",
 		},
 		{
 			Name:     "bcm4908-2cpu",
 			Match:    with(bcm4908Match, []int{2}, OffloadNone),
 			Choice:   ChoiceFixed,
-			RPS:      []FixedRPS{{"br-lan", "rx-0", "2"}, {"eth0", "rx-0", "2"}},
+			RPS:      []FixedRPS{{Device: "br-lan", Queue: "rx-0", Mask: "2"}, {Device: "eth0", Queue: "rx-0", Mask: "2"}},
 			Evidence: evBCM4908 + "without flow offload eth0 and br-lan RPS to every CPU but CPU0 (2 on 2 CPUs).",
 		},
 		{
 			Name:     "bcm4908-4cpu",
 			Match:    with(bcm4908Match, []int{4}, OffloadNone),
 			Choice:   ChoiceFixed,
-			RPS:      []FixedRPS{{"br-lan", "rx-0", "e"}, {"eth0", "rx-0", "e"}},
+			RPS:      []FixedRPS{{Device: "br-lan", Queue: "rx-0", Mask: "e"}, {Device: "eth0", Queue: "rx-0", Mask: "e"}},
 			Evidence: evBCM4908 + "without flow offload eth0 and br-lan RPS to every CPU but CPU0 (e on 4 CPUs).",
 		},
 		{
 			Name:     "bcm4908-offload",
 			Match:    with(bcm4908Match, []int{2, 4}, OffloadSoftware, OffloadHardware),
 			Choice:   ChoiceFixed,
-			RPS:      []FixedRPS{{"br-lan", "rx-0", "0"}, {"eth0", "rx-0", "0"}},
+			RPS:      []FixedRPS{{Device: "br-lan", Queue: "rx-0", Mask: "0"}, {Device: "eth0", Queue: "rx-0", Mask: "0"}},
 			Evidence: evBCM4908 + "with software or hardware flow offload RPS off on eth0 and br-lan (\"BCM4908 always reaches ~940 Mb/s\").",
 		},
 		{
