@@ -92,120 +92,120 @@ const (
 	evRSS       = "rss-per-cpu: a device with at least one rx queue per CPU keeps RSS spreading: rx NAPI thread and per-queue IRQ of rx queue i on CPU i mod n, RPS off, XPS tx-i from CPU i, and the tx-completion thread and tx IRQ of tx queue i on the CPUs XPS sends tx-i from (Documentation/networking/scaling.rst: with one hardware queue per CPU RPS is redundant; the openwrt-devel ipq807x report measured the stock next-CPU rule as the worst choice on such a device). Other devices follow the stock rule, multi-queue ones without funnelling all queues into one CPU."
 )
 
-// bcm53xxIDs and bcm4908IDs identify the targets without DISTRIB_TARGET.
+// The bcm53xx and bcm4908 rows identify their targets by these (also
+// without DISTRIB_TARGET).
 var (
-	bcm53xxMatch = Match{
-		Targets:    []string{"bcm53xx/*"},
-		Compatible: []string{"brcm,bcm4708", "brcm,bcm4709", "brcm,bcm47094", "brcm,bcm53012", "brcm,bcm53016"},
-	}
-	bcm4908Match = Match{
-		Targets:    []string{"bcm4908/*"},
-		Compatible: []string{"brcm,bcm4908", "brcm,bcm4906"},
-	}
+	bcm53xxTargets    = []string{"bcm53xx/*"}
+	bcm53xxCompatible = []string{"brcm,bcm4708", "brcm,bcm4709", "brcm,bcm47094", "brcm,bcm53012", "brcm,bcm53016"}
+	bcm4908Targets    = []string{"bcm4908/*"}
+	bcm4908Compatible = []string{"brcm,bcm4908", "brcm,bcm4906"}
 )
-
-func with(m Match, cpus []int, offload ...string) Match {
-	m.CPUs = cpus
-	m.Offload = offload
-	return m
-}
 
 // Profiles is the auto table, first match wins. Adding a target is adding a
 // row with its evidence. Each row has a section in docs/platforms.md with
-// its public source.
+// its public source. The slice is the caller's; the rows' own slices are
+// shared with the table and must not be changed.
 func Profiles() []Profile {
-	return append([]Profile{
-		{
-			Name:     "single-cpu",
-			Match:    Match{MaxCPUs: 1},
-			Choice:   ChoiceNothing,
-			Evidence: evSingleCPU,
-		},
-		{
-			Name:     "bcm53xx",
-			Match:    with(bcm53xxMatch, []int{2}, OffloadNone),
-			Choice:   ChoiceFixed,
-			RPS:      []FixedRPS{{Device: "br-lan", Queue: "rx-0", Mask: "2"}, {Device: "eth0", Queue: "rx-0", Mask: "0"}},
-			Evidence: evBCM53xx + "Without flow offload the best row is eth0 0, br-lan 2 (574 Mb/s BCM4708, 941 BCM47094; no RPS at all: 387, 671).",
-		},
-		{
-			Name:     "bcm53xx-sw-offload",
-			Match:    with(bcm53xxMatch, []int{2}, OffloadSoftware),
-			Choice:   ChoiceFixed,
-			RPS:      []FixedRPS{{Device: "eth0", Queue: "rx-0", Mask: "2"}},
-			Evidence: evBCM53xx + "With software flow offload the best rows have eth0 2 (940-942 Mb/s BCM4708 against 707 without RPS); br-lan does not matter.",
-		},
-		{
-			Name:     "bcm53xx-hw-offload",
-			Match:    with(bcm53xxMatch, []int{2}, OffloadHardware),
-			Choice:   ChoiceFixed,
-			RPS:      []FixedRPS{{Device: "br-lan", Queue: "rx-0", Mask: "0"}, {Device: "eth0", Queue: "rx-0", Mask: "0"}},
-			Evidence: evBCM53xx + "With hardware flow offload forwarding bypasses the CPU: both 0, as the target hook sets.",
-		},
-		{
-			Name:     "bcm4908-2cpu",
-			Match:    with(bcm4908Match, []int{2}, OffloadNone),
-			Choice:   ChoiceFixed,
-			RPS:      []FixedRPS{{Device: "br-lan", Queue: "rx-0", Mask: "2"}, {Device: "eth0", Queue: "rx-0", Mask: "2"}},
-			Evidence: evBCM4908 + "without flow offload eth0 and br-lan RPS to every CPU but CPU0 (2 on 2 CPUs).",
-		},
-		{
-			Name:     "bcm4908-4cpu",
-			Match:    with(bcm4908Match, []int{4}, OffloadNone),
-			Choice:   ChoiceFixed,
-			RPS:      []FixedRPS{{Device: "br-lan", Queue: "rx-0", Mask: "e"}, {Device: "eth0", Queue: "rx-0", Mask: "e"}},
-			Evidence: evBCM4908 + "without flow offload eth0 and br-lan RPS to every CPU but CPU0 (e on 4 CPUs).",
-		},
-		{
-			Name:     "bcm4908-offload",
-			Match:    with(bcm4908Match, []int{2, 4}, OffloadSoftware, OffloadHardware),
-			Choice:   ChoiceFixed,
-			RPS:      []FixedRPS{{Device: "br-lan", Queue: "rx-0", Mask: "0"}, {Device: "eth0", Queue: "rx-0", Mask: "0"}},
-			Evidence: evBCM4908 + "with software or hardware flow offload RPS off on eth0 and br-lan (\"BCM4908 always reaches ~940 Mb/s\").",
-		},
-		{
-			Name: "qualcommax-ipq807x",
-			Match: Match{
-				Targets:    []string{"qualcommax/ipq807x"},
-				Compatible: []string{"qcom,ipq8074", "qcom,ipq8072", "qcom,ipq8078"},
-			},
-			Choice:   ChoiceRSSPerCPU,
-			Evidence: evIPQ807x,
-			Hints: []ProfileHint{{
-				Offload: []string{OffloadNone},
-				ID:      "swoffload-helps",
-				Text:    "Software flow offload helps on ipq807x: with RPS off it cut the worse direction's loss from 0.35-1.61% to 0.00-0.37% (openwrt-devel ipq807x report). Enable it in Network > Firewall > Routing/NAT Offloading.",
-			}},
-		},
-		{
-			Name: "ipq40xx",
-			Match: Match{
-				Targets:    []string{"ipq40xx/*"},
-				Compatible: []string{"qcom,ipq4019", "qcom,ipq4018"},
-			},
-			Choice:   ChoiceLegacy,
-			Evidence: evIPQ40xx,
-		},
-		{
-			Name: "ramips-mt7621",
-			Match: Match{
-				Targets:    []string{"ramips/mt7621"},
-				Compatible: []string{"mediatek,mt7621-soc"},
-			},
-			Choice:   ChoiceAll,
-			Evidence: evMT7621,
-		},
-		{
-			Name: "mvebu-mochabin",
-			Match: Match{
-				Boards:     []string{"globalscale,mochabin"},
-				Compatible: []string{"globalscale,mochabin"},
-			},
-			Choice:   ChoiceOff,
-			Evidence: evMochabin,
-		},
-	}, boardProfiles()...) // profiles_boards.go
+	out := make([]Profile, 0, len(seededProfiles)+len(boardProfiles))
+	return append(append(out, seededProfiles...), boardProfiles...)
 }
+
+// seededProfiles are the first rows of the table. A package-level table,
+// never written, that the compiler lays out as data: built by a function
+// at each call it was 4 KB of code.
+var seededProfiles = []Profile{
+	{
+		Name:     "single-cpu",
+		Match:    Match{MaxCPUs: 1},
+		Choice:   ChoiceNothing,
+		Evidence: evSingleCPU,
+	},
+	{
+		Name:     "bcm53xx",
+		Match:    Match{Targets: bcm53xxTargets, Compatible: bcm53xxCompatible, CPUs: []int{2}, Offload: []string{OffloadNone}},
+		Choice:   ChoiceFixed,
+		RPS:      []FixedRPS{{Device: "br-lan", Queue: "rx-0", Mask: "2"}, {Device: "eth0", Queue: "rx-0", Mask: "0"}},
+		Evidence: evBCM53xx + "Without flow offload the best row is eth0 0, br-lan 2 (574 Mb/s BCM4708, 941 BCM47094; no RPS at all: 387, 671).",
+	},
+	{
+		Name:     "bcm53xx-sw-offload",
+		Match:    Match{Targets: bcm53xxTargets, Compatible: bcm53xxCompatible, CPUs: []int{2}, Offload: []string{OffloadSoftware}},
+		Choice:   ChoiceFixed,
+		RPS:      []FixedRPS{{Device: "eth0", Queue: "rx-0", Mask: "2"}},
+		Evidence: evBCM53xx + "With software flow offload the best rows have eth0 2 (940-942 Mb/s BCM4708 against 707 without RPS); br-lan does not matter.",
+	},
+	{
+		Name:     "bcm53xx-hw-offload",
+		Match:    Match{Targets: bcm53xxTargets, Compatible: bcm53xxCompatible, CPUs: []int{2}, Offload: []string{OffloadHardware}},
+		Choice:   ChoiceFixed,
+		RPS:      []FixedRPS{{Device: "br-lan", Queue: "rx-0", Mask: "0"}, {Device: "eth0", Queue: "rx-0", Mask: "0"}},
+		Evidence: evBCM53xx + "With hardware flow offload forwarding bypasses the CPU: both 0, as the target hook sets.",
+	},
+	{
+		Name:     "bcm4908-2cpu",
+		Match:    Match{Targets: bcm4908Targets, Compatible: bcm4908Compatible, CPUs: []int{2}, Offload: []string{OffloadNone}},
+		Choice:   ChoiceFixed,
+		RPS:      []FixedRPS{{Device: "br-lan", Queue: "rx-0", Mask: "2"}, {Device: "eth0", Queue: "rx-0", Mask: "2"}},
+		Evidence: evBCM4908 + "without flow offload eth0 and br-lan RPS to every CPU but CPU0 (2 on 2 CPUs).",
+	},
+	{
+		Name:     "bcm4908-4cpu",
+		Match:    Match{Targets: bcm4908Targets, Compatible: bcm4908Compatible, CPUs: []int{4}, Offload: []string{OffloadNone}},
+		Choice:   ChoiceFixed,
+		RPS:      []FixedRPS{{Device: "br-lan", Queue: "rx-0", Mask: "e"}, {Device: "eth0", Queue: "rx-0", Mask: "e"}},
+		Evidence: evBCM4908 + "without flow offload eth0 and br-lan RPS to every CPU but CPU0 (e on 4 CPUs).",
+	},
+	{
+		Name:     "bcm4908-offload",
+		Match:    Match{Targets: bcm4908Targets, Compatible: bcm4908Compatible, CPUs: []int{2, 4}, Offload: []string{OffloadSoftware, OffloadHardware}},
+		Choice:   ChoiceFixed,
+		RPS:      []FixedRPS{{Device: "br-lan", Queue: "rx-0", Mask: "0"}, {Device: "eth0", Queue: "rx-0", Mask: "0"}},
+		Evidence: evBCM4908 + "with software or hardware flow offload RPS off on eth0 and br-lan (\"BCM4908 always reaches ~940 Mb/s\").",
+	},
+	{
+		Name: "qualcommax-ipq807x",
+		Match: Match{
+			Targets:    []string{"qualcommax/ipq807x"},
+			Compatible: []string{"qcom,ipq8074", "qcom,ipq8072", "qcom,ipq8078"},
+		},
+		Choice:   ChoiceRSSPerCPU,
+		Evidence: evIPQ807x,
+		Hints: []ProfileHint{{
+			Offload: []string{OffloadNone},
+			ID:      "swoffload-helps",
+			Text:    "Software flow offload helps on ipq807x: with RPS off it cut the worse direction's loss from 0.35-1.61% to 0.00-0.37% (openwrt-devel ipq807x report). Enable it in Network > Firewall > Routing/NAT Offloading.",
+		}},
+	},
+	{
+		Name: "ipq40xx",
+		Match: Match{
+			Targets:    []string{"ipq40xx/*"},
+			Compatible: []string{"qcom,ipq4019", "qcom,ipq4018"},
+		},
+		Choice:   ChoiceLegacy,
+		Evidence: evIPQ40xx,
+	},
+	{
+		Name: "ramips-mt7621",
+		Match: Match{
+			Targets:    []string{"ramips/mt7621"},
+			Compatible: []string{"mediatek,mt7621-soc"},
+		},
+		Choice:   ChoiceAll,
+		Evidence: evMT7621,
+	},
+	{
+		Name: "mvebu-mochabin",
+		Match: Match{
+			Boards:     []string{"globalscale,mochabin"},
+			Compatible: []string{"globalscale,mochabin"},
+		},
+		Choice:   ChoiceOff,
+		Evidence: evMochabin,
+	},
+}
+
+// The rows for today's boards follow (boardProfiles, profiles_boards.go).
 
 // matches reports whether the profile applies to the machine.
 func (m Match) matches(id platform.Identity, cpus int, offload string) bool {

@@ -16,70 +16,71 @@ const (
 	tuneText   = "The public evidence for this board is thin: `packet-steering tune` measures the alternatives on it."
 )
 
-// boardProfiles are the rows for today's boards.
-func boardProfiles() []Profile {
-	tune := []ProfileHint{{Offload: []string{OffloadNone, OffloadSoftware, OffloadHardware}, ID: HintTune, Text: tuneText}}
-	return []Profile{
-		{
-			Name: "mediatek-filogic",
-			Match: Match{
-				Targets:    []string{"mediatek/filogic"},
-				Compatible: []string{"mediatek,mt7981", "mediatek,mt7986a", "mediatek,mt7986b", "mediatek,mt7988a"},
-			},
-			Choice:   ChoiceBoard,
-			Evidence: evFilogic,
+// tuneHints is the hint of the rows whose evidence is thin.
+var tuneHints = []ProfileHint{{Offload: []string{OffloadNone, OffloadSoftware, OffloadHardware}, ID: HintTune, Text: tuneText}}
+
+// boardProfiles are the rows for today's boards, after seededProfiles
+// (never written; data, as seededProfiles).
+var boardProfiles = []Profile{
+	{
+		Name: "mediatek-filogic",
+		Match: Match{
+			Targets:    []string{"mediatek/filogic"},
+			Compatible: []string{"mediatek,mt7981", "mediatek,mt7986a", "mediatek,mt7986b", "mediatek,mt7988a"},
 		},
-		{
-			Name:     "qualcommax-ipq60xx",
-			Match:    Match{Targets: []string{"qualcommax/ipq60xx"}, Compatible: []string{"qcom,ipq6018"}},
-			Choice:   ChoiceBoard,
-			Evidence: evIPQ60xx,
-			Hints:    tune,
-		},
-		{
-			Name:     "qualcommax-ipq50xx-hw-offload",
-			Match:    Match{Targets: []string{"qualcommax/ipq50xx"}, Compatible: []string{"qcom,ipq5018"}, Offload: []string{OffloadHardware}},
-			Choice:   ChoiceOff,
-			Evidence: evIPQ50HW,
-		},
-		{
-			Name:     "qualcommax-ipq50xx",
-			Match:    Match{Targets: []string{"qualcommax/ipq50xx"}, Compatible: []string{"qcom,ipq5018"}},
-			Choice:   ChoiceBoard,
-			Evidence: evIPQ50xx,
-			Hints:    tune,
-		},
-		{
-			Name:     "ipq806x",
-			Match:    Match{Targets: []string{"ipq806x/*"}, Compatible: []string{"qcom,ipq8064", "qcom,ipq8065", "qcom,ipq8062"}},
-			Choice:   ChoiceBoard,
-			Evidence: evIPQ806x,
-			Hints: []ProfileHint{{
-				Offload: []string{OffloadNone},
-				ID:      HintSWOffloadHelps,
-				Text:    "On ipq806x packet steering helped together with flow offload (openwrt/openwrt#11676: 650 -> 1019 Mb/s). Enable software flow offload in Network > Firewall > Routing/NAT Offloading.",
-			}},
-		},
-		{
-			Name:     "lantiq-xrx200",
-			Match:    Match{Targets: []string{"lantiq/xrx200"}, Compatible: []string{"lantiq,xr9", "lantiq,vr9", "lantiq,grx390"}},
-			Choice:   ChoiceAll,
-			Rules:    true,
-			Evidence: evLantiq,
-			Hints:    tune,
-		},
-		{
-			Name:     "rockchip",
-			Match:    Match{Targets: []string{"rockchip/*"}, Compatible: []string{"rockchip,rk3328", "rockchip,rk3399", "rockchip,rk3568", "rockchip,rk3588", "rockchip,rk3588s", "rockchip,rk3576"}},
-			Choice:   ChoiceBoard,
-			Evidence: evRockchip,
-		},
-		{
-			Name:     "bcm27xx",
-			Match:    Match{Targets: []string{"bcm27xx/*"}, Compatible: []string{"brcm,bcm2711", "brcm,bcm2712"}},
-			Choice:   ChoiceBoard,
-			Evidence: evBCM27xx,
-			Hints:    tune,
-		},
-	}
+		Choice:   ChoiceBoard,
+		Evidence: evFilogic,
+	},
+	{
+		Name:     "qualcommax-ipq60xx",
+		Match:    Match{Targets: []string{"qualcommax/ipq60xx"}, Compatible: []string{"qcom,ipq6018"}},
+		Choice:   ChoiceBoard,
+		Evidence: evIPQ60xx,
+		Hints:    tuneHints,
+	},
+	{
+		Name:     "qualcommax-ipq50xx-hw-offload",
+		Match:    Match{Targets: []string{"qualcommax/ipq50xx"}, Compatible: []string{"qcom,ipq5018"}, Offload: []string{OffloadHardware}},
+		Choice:   ChoiceOff,
+		Evidence: evIPQ50HW,
+	},
+	{
+		Name:     "qualcommax-ipq50xx",
+		Match:    Match{Targets: []string{"qualcommax/ipq50xx"}, Compatible: []string{"qcom,ipq5018"}},
+		Choice:   ChoiceBoard,
+		Evidence: evIPQ50xx,
+		Hints:    tuneHints,
+	},
+	{
+		Name:     "ipq806x",
+		Match:    Match{Targets: []string{"ipq806x/*"}, Compatible: []string{"qcom,ipq8064", "qcom,ipq8065", "qcom,ipq8062"}},
+		Choice:   ChoiceBoard,
+		Evidence: evIPQ806x,
+		Hints: []ProfileHint{{
+			Offload: []string{OffloadNone},
+			ID:      HintSWOffloadHelps,
+			Text:    "On ipq806x packet steering helped together with flow offload (openwrt/openwrt#11676: 650 -> 1019 Mb/s). Enable software flow offload in Network > Firewall > Routing/NAT Offloading.",
+		}},
+	},
+	{
+		Name:     "lantiq-xrx200",
+		Match:    Match{Targets: []string{"lantiq/xrx200"}, Compatible: []string{"lantiq,xr9", "lantiq,vr9", "lantiq,grx390"}},
+		Choice:   ChoiceAll,
+		Rules:    true,
+		Evidence: evLantiq,
+		Hints:    tuneHints,
+	},
+	{
+		Name:     "rockchip",
+		Match:    Match{Targets: []string{"rockchip/*"}, Compatible: []string{"rockchip,rk3328", "rockchip,rk3399", "rockchip,rk3568", "rockchip,rk3588", "rockchip,rk3588s", "rockchip,rk3576"}},
+		Choice:   ChoiceBoard,
+		Evidence: evRockchip,
+	},
+	{
+		Name:     "bcm27xx",
+		Match:    Match{Targets: []string{"bcm27xx/*"}, Compatible: []string{"brcm,bcm2711", "brcm,bcm2712"}},
+		Choice:   ChoiceBoard,
+		Evidence: evBCM27xx,
+		Hints:    tuneHints,
+	},
 }
