@@ -151,6 +151,24 @@ func diff(a, b cpuset.Set) cpuset.Set {
 	return out
 }
 
+// DeviceThreads lists the NAPI threads that the `config device` option
+// napi_cpus of device dev places (deviceThreads), oldest first; none when
+// the snapshot has no such device.
+//
+//go:noinline
+func DeviceThreads(s *platform.Snapshot, dev string) []platform.NAPIThread {
+	var out []platform.NAPIThread
+	for i := range s.Devices {
+		if s.Devices[i].Name == dev {
+			for _, t := range deviceThreads(s, &s.Devices[i]) {
+				out = append(out, *t)
+			}
+			break
+		}
+	}
+	return out
+}
+
 // deviceThreads lists the NAPI threads serving d: the snapshot's own link,
 // the thread name's owner, the device's wifi phy, or mtk_eth threads of an
 // mtk_soc_eth device.

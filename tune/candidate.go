@@ -22,6 +22,9 @@ type candidate struct {
 	RPS []deviceMask `json:"rps,omitempty"`
 	// NAPI holds its per-NAPI knobs per device (napi.go).
 	NAPI []deviceNAPI `json:"napi,omitempty"`
+	// Threads holds the CPUs of each device's NAPI threads (threads.go):
+	// Mask is a cpu list there ("0-3").
+	Threads []deviceMask `json:"threads,omitempty"`
 }
 
 // deviceMask is an RPS mask (kernel hex format) for every rx queue of a
@@ -53,20 +56,30 @@ func customCandidate(rps []deviceMask) candidate { return customCandidateWith(rp
 
 // customCandidateWith is the candidate with RPS masks and per-NAPI knobs.
 func customCandidateWith(rps []deviceMask, napi []deviceNAPI) candidate {
-	parts := make([]string, 0, len(rps)+len(napi))
+	return customCandidateOf(rps, napi, nil)
+}
+
+// customCandidateOf is the candidate with RPS masks, per-NAPI knobs and
+// NAPI thread CPUs, named in that order.
+func customCandidateOf(rps []deviceMask, napi []deviceNAPI, threads []deviceMask) candidate {
+	parts := make([]string, 0, len(rps)+len(napi)+len(threads))
 	for _, d := range rps {
 		parts = append(parts, d.Device+":"+d.Mask)
 	}
 	for _, d := range napi {
 		parts = append(parts, d.part())
 	}
-	return candidate{Name: strings.Join(parts, "/"), Mode: plan.ModeCustom, RPS: rps, NAPI: napi}
+	for _, d := range threads {
+		parts = append(parts, d.Device+":threads="+d.Mask)
+	}
+	return candidate{Name: strings.Join(parts, "/"), Mode: plan.ModeCustom, RPS: rps, NAPI: napi, Threads: threads}
 }
 
 // parseCandidates reads a candidate list. Candidates are separated by ';'
 // or whitespace. Each is a mode (off, legacy, all, auto, adaptive) or a custom
 // candidate: DEV:MASK pairs joined by '/', as in "eth0:0/br-lan:2", and
-// DEV:napi=D,T per-NAPI knobs (napi.go), as in "eth0:2/eth0:napi=2,20000". MASK
+// DEV:napi=D,T per-NAPI knobs (napi.go), as in "eth0:2/eth0:napi=2,20000",
+// and DEV:threads=LIST for the CPUs of its NAPI threads (threads.go). MASK
 // is a kernel hex mask and may hold commas above 32 CPUs ("1,00000000").
 // The separators are the characters the kernel forbids in device names
 // (':', '/' and whitespace, net/core/dev.c dev_valid_name), so no device
@@ -91,6 +104,7 @@ func parseCandidates(s string) ([]candidate, error) {
 		} else {
 			var rps []deviceMask
 			var napi []deviceNAPI
+			var threads []deviceMask
 			devs := map[string]bool{}
 			for _, p := range strings.Split(f, "/") {
 				dev, mask, ok := strings.Cut(p, ":")
@@ -100,28 +114,39 @@ func parseCandidates(s string) ([]candidate, error) {
 				if len(dev) > 15 {
 					return nil, outline.Errorf("candidate %q: device name %q is longer than 15 bytes", f, dev)
 				}
-				if v, ok := strings.CutPrefix(mask, "napi="); ok {
-					n, err := parseNAPIPart(dev, v)
-					if err != nil {
-						return nil, outline.Errorf("candidate %q: %w", f, err)
+				// The knob: "napi=", "threads=" or "" (an RPS mask).
+				knob, v := "", mask
+				for _, k := range [...]string{"napi=", "threads="} {
+					if rest, ok := strings.CutPrefix(mask, k); ok {
+						knob, v = k, rest
 					}
-					if devs["napi "+dev] {
-						return nil, outline.Errorf("candidate %q: device %s given napi= twice", f, dev)
-					}
-					devs["napi "+dev] = true
-					napi = append(napi, n)
-					continue
 				}
-				if _, err := cpuset.ParseMask(mask); err != nil {
+				if devs[knob+dev] {
+					if knob != "" {
+						knob += " "
+					}
+					return nil, outline.Errorf("candidate %q: device %s given %stwice", f, dev, knob)
+				}
+				devs[knob+dev] = true
+				var err error
+				switch knob {
+				case "napi=":
+					var n deviceNAPI
+					n, err = parseNAPIPart(dev, v)
+					napi = append(napi, n)
+				case "threads=":
+					var th deviceMask
+					th, err = parseThreadsPart(dev, v)
+					threads = append(threads, th)
+				default:
+					_, err = cpuset.ParseMask(mask)
+					rps = append(rps, deviceMask{Device: dev, Mask: mask})
+				}
+				if err != nil {
 					return nil, outline.Errorf("candidate %q: device %s: %w", f, dev, err)
 				}
-				if devs[dev] {
-					return nil, outline.Errorf("candidate %q: device %s given twice", f, dev)
-				}
-				devs[dev] = true
-				rps = append(rps, deviceMask{Device: dev, Mask: mask})
 			}
-			c = customCandidateWith(rps, napi)
+			c = customCandidateOf(rps, napi, threads)
 		}
 		if seen[c.Name] {
 			return nil, outline.Errorf("candidate %q given twice", c.Name)

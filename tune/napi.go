@@ -63,7 +63,7 @@ func parseNAPIPart(dev, v string) (deviceNAPI, error) {
 		ts, err = plan.ParseNAPIKnob(plan.KindNAPIGROFlushTimeout, ts)
 	}
 	if !ok || err != nil {
-		return deviceNAPI{}, outline.Errorf("device %s: napi=%s: want napi=DEFER_HARD_IRQS,GRO_FLUSH_TIMEOUT_NS (%s: %v)", dev, v, what, err)
+		return deviceNAPI{}, outline.Errorf("napi=%s: want napi=DEFER_HARD_IRQS,GRO_FLUSH_TIMEOUT_NS (%s: %v)", v, what, err)
 	}
 	return deviceNAPI{dev, d, ts}, nil
 }
@@ -84,16 +84,18 @@ func planSetsNAPI(p *plan.Plan, dev string) (bool, string) {
 	return false, "the plan sets no per-NAPI knob on " + dev
 }
 
-// padNAPIKnobs gives every plan each per-NAPI knob some plan sets, at the
-// value captured before the sweep where the plan leaves it alone: a mode
-// candidate measured after a per-NAPI one must not run with the other's
-// knobs still set. (Every plan's Current is the same snapshot's.)
+// padNAPIKnobs gives every plan each per-NAPI knob and NAPI thread
+// affinity some plan sets, at the value captured before the sweep where
+// the plan leaves it alone: a mode candidate measured after a per-NAPI or
+// thread one must not run with the other's knobs still set. (Every plan's
+// Current is the same snapshot's.)
 func padNAPIKnobs(plans map[string]*plan.Plan) {
 	var orig []plan.Action
 	have := map[string]bool{}
 	for _, p := range plans {
 		for _, a := range p.Actions {
-			if k := knobKey(a); plan.IsNAPIKnob(a.Kind) && a.Current != "" && !have[k] {
+			pad := plan.IsNAPIKnob(a.Kind) || a.Kind == plan.KindNAPIAffinity
+			if k := knobKey(a); pad && a.Current != "" && !have[k] {
 				have[k] = true
 				a.Value = a.Current
 				orig = append(orig, a)
@@ -102,7 +104,7 @@ func padNAPIKnobs(plans map[string]*plan.Plan) {
 	}
 	for _, p := range plans {
 		for _, o := range orig {
-			if !slices.ContainsFunc(p.Actions, func(a plan.Action) bool { return a.Kind == o.Kind && a.NAPIID == o.NAPIID }) {
+			if !slices.ContainsFunc(p.Actions, func(a plan.Action) bool { return knobKey(a) == knobKey(o) }) {
 				p.Actions = append(p.Actions, o)
 			}
 		}

@@ -65,6 +65,11 @@ type Options struct {
 	// 200000 ns x defer-hard-irqs 0 and 2 (napi.go), capped by
 	// --max-configs.
 	NAPI bool
+	// Threads sweeps the CPUs of the NAPI threads instead (--threads):
+	// auto, legacy, then for each device (--devices, else every device
+	// with NAPI threads) its threads on each single CPU and on all CPUs
+	// (threads.go), capped by --max-configs.
+	Threads bool
 }
 
 // DefaultOptions are the options `packet-steering tune` starts from: the
@@ -120,6 +125,12 @@ func (o *Options) Check() error {
 	}
 	if o.NAPI && o.Candidates != "" {
 		return usagef("--napi generates its candidates; with --candidates list them as DEV:napi=DEFER,TIMEOUT_NS")
+	}
+	if o.Threads && o.Candidates != "" {
+		return usagef("--threads generates its candidates; with --candidates list them as DEV:threads=CPUS")
+	}
+	if o.Threads && o.NAPI {
+		return usagef("--threads and --napi exclude each other: sweep one at a time")
 	}
 	if o.Candidates != "" && o.Devices != "" {
 		return usagef("--devices only applies to generated candidates, not with --candidates")
@@ -346,6 +357,9 @@ func (o *Options) candidates(ctx context.Context, eng *steering.Engine, stderr i
 	if o.NAPI {
 		return o.napiCandidates(snap, devs, stderr)
 	}
+	if o.Threads {
+		return o.threadCandidates(snap, devs, stderr) // threads.go
+	}
 	l := layoutFor(snap, plans, devs)
 	cs, dropped := generate(sweepModes(), l, o.MaxConfigs)
 	if dropped > 0 {
@@ -397,6 +411,10 @@ func saveCandidate(ctx context.Context, eng *steering.Engine, configDir string, 
 	if len(c.NAPI) > 0 {
 		return nil, outline.Errorf("per-NAPI candidates are not saved: set options defer_hard_irqs '%s' and gro_flush_timeout '%s' in the `config device` section of %s",
 			c.NAPI[0].DeferHardIRQs, c.NAPI[0].GROFlushTimeoutNS, c.NAPI[0].Device)
+	}
+	if len(c.Threads) > 0 {
+		return nil, outline.Errorf("NAPI thread candidates are not saved: set option napi_cpus '%s' in the `config device` section of %s and mode custom",
+			c.Threads[0].Mask, c.Threads[0].Device)
 	}
 	if c.Mode == plan.ModeCustom {
 		rps := make([]steering.DeviceRPS, len(c.RPS))

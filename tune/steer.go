@@ -71,42 +71,20 @@ func planCandidate(s *platform.Snapshot, c candidate) (*plan.Plan, error) {
 		}
 	}
 	for _, n := range c.NAPI {
-		o := platform.DeviceOverride{Name: n.Device, DeferHardIRQs: n.DeferHardIRQs, GROFlushTimeout: n.GROFlushTimeoutNS}
-		set := false
-		for i := range sc.Devices {
-			if sc.Devices[i].Name == n.Device {
-				sc.Devices[i].DeferHardIRQs, sc.Devices[i].GROFlushTimeout = o.DeferHardIRQs, o.GROFlushTimeout
-				set = true
-			}
-		}
-		if !set {
-			sc.Devices = append(sc.Devices, o)
-		}
+		o := deviceOverride(&sc, n.Device)
+		o.DeferHardIRQs, o.GROFlushTimeout = n.DeferHardIRQs, n.GROFlushTimeoutNS
+	}
+	for _, th := range c.Threads {
+		deviceOverride(&sc, th.Device).NAPICPUs = th.Mask
 	}
 	for _, r := range c.RPS {
-		found := false
-		for _, d := range s.Devices {
-			if d.Name == r.Device {
-				found = true
-				break
-			}
-		}
-		if !found {
+		if !hasDevice(s, r.Device) {
 			return nil, outline.Errorf("candidate %s: no device %q here: %w", c.Name, r.Device, plan.ErrInvalid)
 		}
 		if _, err := cpuset.ParseMask(r.Mask); err != nil {
 			return nil, outline.Errorf("candidate %s: %w", c.Name, err)
 		}
-		set := false
-		for i := range sc.Devices {
-			if sc.Devices[i].Name == r.Device {
-				sc.Devices[i].RPSCPUs = r.Mask
-				set = true
-			}
-		}
-		if !set {
-			sc.Devices = append(sc.Devices, platform.DeviceOverride{Name: r.Device, RPSCPUs: r.Mask})
-		}
+		deviceOverride(&sc, r.Device).RPSCPUs = r.Mask
 	}
 	cp.Config.Steering = &sc
 	p, err := plan.NewPlan(&cp, plan.PlanRequest{Mode: plan.ModeCustom})
@@ -123,7 +101,34 @@ func planCandidate(s *platform.Snapshot, c candidate) (*plan.Plan, error) {
 			return nil, outline.Errorf("candidate %s: %s: %w", c.Name, why, plan.ErrInvalid)
 		}
 	}
+	for _, th := range c.Threads {
+		if ok, why := planSetsThreads(s, p, th.Device, th.Mask); !ok {
+			return nil, outline.Errorf("candidate %s: %s: %w", c.Name, why, plan.ErrInvalid)
+		}
+	}
 	return p, nil
+}
+
+// deviceOverride is the `config device` section of name in sc (the
+// first, when there are several: the candidate copies no other option),
+// added when there is none.
+func deviceOverride(sc *platform.SteeringConfig, name string) *platform.DeviceOverride {
+	for i := range sc.Devices {
+		if sc.Devices[i].Name == name {
+			return &sc.Devices[i]
+		}
+	}
+	sc.Devices = append(sc.Devices, platform.DeviceOverride{Name: name})
+	return &sc.Devices[len(sc.Devices)-1]
+}
+
+func hasDevice(s *platform.Snapshot, name string) bool {
+	for i := range s.Devices {
+		if s.Devices[i].Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func planSetsRPS(p *plan.Plan, dev string) bool {

@@ -333,17 +333,7 @@ func steeringState(t *testing.T, devs []string) map[string]string {
 			t.Fatal(err)
 		}
 		for i, pid := range pids {
-			var set unix.CPUSet
-			if err := unix.SchedGetaffinity(pid, &set); err != nil {
-				t.Fatalf("affinity of %d: %v", pid, err)
-			}
-			var cpus []string
-			for c := 0; c < 1024; c++ {
-				if set.IsSet(c) {
-					cpus = append(cpus, fmt.Sprint(c))
-				}
-			}
-			st[fmt.Sprintf("napi/%s #%d (pid %d)", d, i, pid)] = strings.Join(cpus, ",")
+			st[fmt.Sprintf("napi/%s #%d (pid %d)", d, i, pid)] = affinityList(t, pid)
 		}
 	}
 	// rps_sock_flow_entries is global (init_net only): absent in a namespace.
@@ -351,6 +341,22 @@ func steeringState(t *testing.T, devs []string) map[string]string {
 		st["rps_sock_flow_entries"] = strings.TrimSpace(string(b))
 	}
 	return st
+}
+
+// affinityList is the CPUs thread pid may run on, as "0,1".
+func affinityList(t *testing.T, pid int) string {
+	t.Helper()
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(pid, &set); err != nil {
+		t.Fatalf("affinity of %d: %v", pid, err)
+	}
+	var cpus []string
+	for c := 0; c < 1024; c++ {
+		if set.IsSet(c) {
+			cpus = append(cpus, fmt.Sprint(c))
+		}
+	}
+	return strings.Join(cpus, ",")
 }
 
 func sameState(t *testing.T, before, after map[string]string) bool {

@@ -26,11 +26,15 @@ Candidates (--candidates), separated by ';' or spaces:
   DEV:napi=D,T             per-NAPI knobs (Linux 6.13+) on every NAPI of DEV:
                            defer-hard-irqs D, gro-flush-timeout T ns (fewer
                            interrupts for up to T of latency), e.g. eth0:napi=2,20000
+  DEV:threads=CPUS         auto, with every NAPI thread of DEV (a Wi-Fi device:
+                           its phy's, e.g. napi/phy0-N) on the cpu list CPUS
 Without --candidates: the four modes, then per steered device (or --devices)
 the masks 0, each single CPU, and all CPUs but its IRQ's/NAPI thread's; every
 combination when it fits in --max-configs, else one device at a time.
 With --napi: auto, then per device gro-flush-timeout 0, 20000, 200000 ns x
 defer-hard-irqs 0, 2; the table's irqs column is each run's interrupts.
+With --threads: auto, legacy, then per device with NAPI threads its threads
+on each single CPU and on all CPUs.
 
 The recommendation is the best median of --metric; candidates whose min-max
 ranges overlap it are ties, not wins, and when auto (the default) is among
@@ -97,6 +101,7 @@ func parseTune(env *cliEnv, args []string) (o *tune.Options, help bool, err erro
 	fs.BoolVar(&o.Save, "save", o.Save, "persist and apply the recommendation in UCI after the restore")
 	fs.BoolVar(&o.List, "list", o.List, "print the candidates and the estimate, change nothing")
 	fs.BoolVar(&o.NAPI, "napi", o.NAPI, "sweep the per-NAPI knobs (defer-hard-irqs x gro-flush-timeout, Linux 6.13+) instead of the RPS masks")
+	fs.BoolVar(&o.Threads, "threads", o.Threads, "sweep the CPUs of each device's NAPI threads (one CPU each, all CPUs) instead of the RPS masks")
 	if help, err := c.parse(args); help || err != nil {
 		return nil, help, err
 	}
