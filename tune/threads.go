@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/packet-steering/packet-steering/internal/cpuset"
+	"github.com/packet-steering/packet-steering/internal/outline"
 	"github.com/packet-steering/packet-steering/plan"
 	"github.com/packet-steering/packet-steering/platform"
 )
@@ -29,7 +30,7 @@ func parseThreadsPart(dev, v string) (deviceMask, error) {
 		err = errors.New("an empty cpu list would leave the threads nowhere to run")
 	}
 	if err != nil {
-		return deviceMask{}, fmt.Errorf("threads=%s: want a cpu list such as 2 or 0-3 (%v)", v, err)
+		return deviceMask{}, outline.Errorf("threads=%s: want a cpu list such as 2 or 0-3 (%v)", v, err)
 	}
 	return deviceMask{Device: dev, Mask: set.List()}, nil
 }
@@ -99,7 +100,7 @@ func (o *Options) threadCandidates(s *platform.Snapshot, devs []string, stderr i
 	}
 	cs, err := parseCandidates(b.String())
 	if err != nil {
-		return nil, fmt.Errorf("--threads: %w", err)
+		return nil, outline.Errorf("--threads: %w", err)
 	}
 	if len(cs) > o.MaxConfigs {
 		fmt.Fprintf(stderr, "tune: --max-configs %d leaves out %d thread candidates; raise it or name --devices\n", o.MaxConfigs, len(cs)-o.MaxConfigs)
