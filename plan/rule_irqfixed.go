@@ -94,10 +94,13 @@ func planAroundIRQs(b *builder, s *platform.Snapshot, _ int) (string, []Hint) {
 		if d.BusDevice == "" || len(d.Lowers) > 0 || pair.HasThreads(d.Name) || len(d.RxQueues) != 1 {
 			continue
 		}
-		q := pair.Device(d.Name).Rx[0].IRQ
-		if q == nil {
+		// The pairing is by name: a snapshot naming two devices alike
+		// (hostile input) pairs one of them only.
+		pd := pair.Device(d.Name)
+		if len(pd.Rx) != 1 || pd.Rx[0].IRQ == nil {
 			continue
 		}
+		q := pd.Rx[0].IRQ
 		runs := b.irqRunsOn(q)
 		c := b.plannedRPS(d.Name, d.RxQueues[0].Name)
 		if runs.IsEmpty() || runs.Len() == len(pic.ids) || c < 0 || !runs.Has(c) {
