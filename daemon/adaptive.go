@@ -38,13 +38,25 @@ type adaptiveRunner struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	cfg    adaptive.Config // of the running loop
+	seq    uint64          // the latest apply synced (steering.Result.Seq)
 }
 
 // sync starts the loop in mode adaptive (restarting it when the
-// configuration changed) and stops it in any other mode.
-func (r *adaptiveRunner) sync(m plan.Mode) {
+// configuration changed) and stops it in any other mode. seq is the
+// apply's steering.Result.Seq: two calls finish their applies in lock
+// order but may reach sync in the other order (a start apply and an early
+// set_mode did, under an emulator), and the mode of an older apply than
+// one already synced is not the mode in effect, so it is ignored. 0: no
+// order known, always followed.
+func (r *adaptiveRunner) sync(m plan.Mode, seq uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if seq != 0 {
+		if seq < r.seq {
+			return
+		}
+		r.seq = seq
+	}
 	if m != plan.ModeAdaptive {
 		if r.cancel != nil {
 			r.stopLocked()

@@ -320,7 +320,7 @@ func (e *servedEngine) Apply(ctx context.Context, req steering.ApplyRequest) (*s
 	defer e.poke()
 	res, err := e.Engine.Apply(ctx, req)
 	if err == nil && !req.DryRun {
-		e.r.sync(res.Mode)
+		e.r.sync(res.Mode, res.Seq)
 	}
 	return res, err
 }
@@ -329,7 +329,7 @@ func (e *servedEngine) SetMode(ctx context.Context, req steering.SetModeRequest)
 	defer e.poke()
 	res, err := e.Engine.SetMode(ctx, req)
 	if err == nil {
-		e.r.sync(res.Mode)
+		e.r.sync(res.Mode, res.Seq)
 	}
 	return res, err
 }

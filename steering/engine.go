@@ -50,6 +50,11 @@ type Result struct {
 	// because one of them failed; the totals add it up (not in the reply:
 	// Skipped says what was rolled back).
 	RolledBack int `json:"-"`
+	// Seq orders the applies of one Engine: each one that is not a dry
+	// run gets the next number, under the apply lock, so a caller that
+	// acts on results finishing out of order (the daemon's adaptive loop
+	// runner) can tell the latest. 0 for a dry run.
+	Seq uint64 `json:"-"`
 }
 
 // Failure is an action that could not be written, with the kernel's error.
@@ -275,6 +280,7 @@ type Engine struct {
 
 	mu        outline.Mutex  // guards the fields below
 	live      *plan.Settings // set_mode without persist; nil: as configured
+	seq       uint64         // Result.Seq of the last apply
 	lastApply *ApplyRecord
 	totals    Totals           // since NewEngine
 	lastGood  *platform.Config // last config read without parse errors
@@ -685,6 +691,8 @@ func (e *Engine) applyLocked(ctx context.Context, req ApplyRequest, snap *platfo
 	if !req.DryRun {
 		e.endApply(len(res.Changed)+len(res.Failed)+len(res.Skipped) > 0, found)
 		e.mu.Lock()
+		e.seq++
+		res.Seq = e.seq
 		e.dropView()
 		e.lastApply = &ApplyRecord{
 			Time:       e.now(),

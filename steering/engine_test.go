@@ -369,3 +369,26 @@ func TestViewCache(t *testing.T) {
 }
 
 func intp(n int) *int { return &n }
+
+// Every apply that is not a dry run gets the next Result.Seq, set_mode's
+// too: the order the daemon's loop runner follows.
+func TestEngineApplySeq(t *testing.T) {
+	ctx := context.Background()
+	e := NewEngine(fixturetest.Root(t, "ipq807x", nil))
+	var got []uint64
+	for _, step := range []func() (*Result, error){
+		func() (*Result, error) { return e.Apply(ctx, ApplyRequest{Reason: "start"}) },
+		func() (*Result, error) { return e.Apply(ctx, ApplyRequest{DryRun: true}) },
+		func() (*Result, error) { return e.SetMode(ctx, SetModeRequest{Mode: plan.ModeAdaptive}) },
+		func() (*Result, error) { return e.Apply(ctx, ApplyRequest{Device: "eth0", Reason: "hotplug"}) },
+	} {
+		res, err := step()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, res.Seq)
+	}
+	if fmt.Sprint(got) != "[1 0 2 3]" {
+		t.Errorf("Seq of apply, dry run, set_mode, device apply = %v, want [1 0 2 3]", got)
+	}
+}
