@@ -28,7 +28,8 @@ import (
 // host's sender (an AF_PACKET socket on the NIC's tap, open loop, started
 // and stopped by the guest's console); the guest's `packet-steering tune`
 // sweep and the table of its medians as ratios to auto's. The beds:
-// bed_pppoe_test.go (a PPPoE session on an x86_64 guest).
+// bed_pppoe_test.go (a PPPoE session on an x86_64 guest) and
+// bed_biglittle_test.go (an arm64 guest with big and little vCPUs).
 
 // bedsEnv turns the beds on; `make beds` sets it.
 const bedsEnv = "PACKET_STEERING_BEDS"
@@ -61,7 +62,8 @@ func requireBeds(t *testing.T) {
 // of the host to the guest's first count of forwarded packets. tools are the
 // host commands the bed needs besides the guest's QEMU; g.watch, when set,
 // sees the console lines after the flood; prepare, when set,
-// runs once the checks passed and before the image is built. It fails the test unless
+// runs once the checks passed and before the image is built (the
+// big.LITTLE bed makes its device tree there). It fails the test unless
 // the guest finished its script and forwarded something.
 func bedBoot(t *testing.T, g *guest, flood *frameFlood, tools []string, prepare func(ctx context.Context, c *cache) error) *consoleOut {
 	t.Helper()
@@ -195,7 +197,8 @@ type bedReport struct {
 	Complete bool `json:"complete"`
 
 	// extra, when set, is a column after the RPS masks: its title and
-	// each candidate's value by name. Not part of tune's report.
+	// each candidate's value by name (the big.LITTLE bed's NAPI thread
+	// CPUs). Not part of tune's report.
 	extra struct {
 		title string
 		value func(candidate string) string
