@@ -209,21 +209,30 @@ test-openwrt: deps packages packages-next
 
 # ---- beds: test-bed measurements of the board rules (docs/platforms.md "Test beds") ----
 # make beds: the PPPoE bed (a 4-vCPU x86_64 QEMU guest with Debian's kernel,
-# a kernel-only PPPoE session on its WAN NIC fed from the host) and the
+# a kernel-only PPPoE session on its WAN NIC fed from the host), the
 # skewed-RSS bed (host network namespaces, a 4-queue veth whose traffic all
-# lands on rx-0). Each runs `packet-steering tune` over the stock rule, auto
-# and the RPS masks of the steered device and prints forwarded packets/s
-# as ratios to auto's. Figures, not pass/fail on timing (each fails only
-# when the bed itself does not work, or auto does not steer the device).
+# lands on rx-0) and the big.LITTLE bed (the 4-vCPU arm64 guest with
+# capacity-dmips-mhz in its device tree, CPUs 0-1 little and 2-3 big, the
+# little vCPU threads throttled by a host cgroup, a 2-queue NIC fed from the
+# host). Each runs `packet-steering tune` over the stock rule, auto and
+# placements of the steered device and prints forwarded packets/s as ratios
+# to auto's. Figures, not pass/fail on timing (each fails only when the bed
+# itself does not work, or auto does not steer the device).
 # BED_PPS, BED_RUNS, BED_SECONDS, BED_INTERLEAVE (1: tune --interleave, the
-# default; 0: each candidate's runs in a row) set the PPPoE bed's offered load and
-# sweep; SKEW_BED_RULES, _RATE, _RUNS, _SECONDS, _WARMUP, _INTERLEAVE the skew bed's.
-.PHONY: beds bed-pppoe bed-skew
-beds: bed-pppoe bed-skew
+# default; 0: each candidate's runs in a row) set the PPPoE and big.LITTLE
+# beds' offered load and sweep; BED_QUEUES (NIC queue pairs, default 2),
+# BED_LITTLE_PCT (the little vCPUs' quota, % of a host CPU, default 40) and
+# BED_CANDIDATES (tune --candidates) the big.LITTLE bed's shape;
+# SKEW_BED_RULES, _RATE, _RUNS, _SECONDS, _WARMUP, _INTERLEAVE the skew bed's.
+.PHONY: beds bed-pppoe bed-skew bed-biglittle
+beds: bed-pppoe bed-skew bed-biglittle
 
 bed-pppoe: deps
 	PACKET_STEERING_BEDS=1 $(GO) test -count=1 -timeout 45m -v -run '^TestBedPPPoE$$' ./vmtest/
 
 bed-skew: deps
 	PACKET_STEERING_BEDS=1 $(GO) test -count=1 -timeout 20m -v -run '^TestBedSkew$$' ./tune/
+
+bed-biglittle: deps
+	PACKET_STEERING_BEDS=1 $(GO) test -count=1 -timeout 70m -v -run '^TestBedBigLittle$$' ./vmtest/
 # ---- end beds ----

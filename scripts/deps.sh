@@ -51,6 +51,9 @@ if [ "${1:-test}" = test ]; then
 	need qemu-system-aarch64 qemu-system-arm
 	need qemu-system-mipsel qemu-system-mips
 	need cpio cpio
+	# make bed-biglittle: the arm64 guest's device tree with
+	# capacity-dmips-mhz (QEMU's dumped, edited and compiled again).
+	need dtc device-tree-compiler
 	# make test-openwrt's reboot pair: the router's root disk (mkfs.ext4 -d).
 	need mkfs.ext4 e2fsprogs
 fi

@@ -502,7 +502,7 @@ func bootOpenWrt(ctx context.Context, t *testing.T, img owImage, kern, initrd, l
 		"-netdev", fmt.Sprintf("tap,id=n0,ifname=%s,script=no,downscript=no,vhost=off,queues=4", owTap),
 		"-device", "virtio-net-pci,netdev=n0,mq=on,vectors=10,romfile=")
 	luci := startLuci(ctx, t, img, ns) // the LuCI checks' browser (openwrt_luci_test.go)
-	stdout, logf, stop, err := startQEMU(t, args, logPath)
+	stdout, logf, _, stop, err := startQEMU(t, args, logPath)
 	if err != nil {
 		return "", err
 	}

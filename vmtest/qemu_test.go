@@ -79,15 +79,35 @@ type guest struct {
 	conf  string
 	files map[string][]byte
 	watch func(ns *netnstest.NS, line string)
+	// mqOnly: the guest gets the multi-queue NIC only, without the
+	// single-queue one (the big.LITTLE bed, bed_biglittle_test.go).
+	mqOnly bool
+	// started, when set, is called with QEMU's process id as soon as it
+	// runs (before the guest has booted); an error stops the boot. The
+	// big.LITTLE bed moves the vCPU threads into its cgroups there.
+	started func(pid int) error
 }
 
 // nics is how many NICs the guest gets.
 func (g *guest) nics() int {
-	if g.queues > 0 {
-		return 2
+	switch {
+	case g.queues == 0:
+		return 0
+	case g.mqOnly:
+		return 1
 	}
-	return 0
+	return 2
 }
+
+// taps are the host sides of the guest's NICs with their addresses:
+// 198.18.0.1 multi-queue, 198.18.1.1 single-queue.
+func (g *guest) taps() []tapAddr {
+	all := []tapAddr{{tapMQ, "198.18.0.1/24"}, {tapSQ, "198.18.1.1/24"}}
+	return all[:g.nics()]
+}
+
+// tapAddr is a tap in the test's namespace and its address there.
+type tapAddr struct{ name, addr string }
 
 // guests are the machines TestVM boots, in order.
 func guests() []*guest {
@@ -142,6 +162,10 @@ func (g *guest) qemuArgs(img image) []string {
 		args = append(args,
 			"-netdev", fmt.Sprintf("tap,id=n0,ifname=%s,script=no,downscript=no,vhost=off,queues=%d", tapMQ, g.queues),
 			"-device", fmt.Sprintf("virtio-net-pci,netdev=n0,mq=on,vectors=%d,romfile=", 2*g.queues+2),
+		)
+	}
+	if g.nics() > 1 {
+		args = append(args,
 			"-netdev", fmt.Sprintf("tap,id=n1,ifname=%s,script=no,downscript=no,vhost=off", tapSQ),
 			"-device", "virtio-net-pci,netdev=n1,romfile=",
 		)
@@ -212,7 +236,7 @@ func boot(ctx context.Context, t *testing.T, g *guest, img image, logPath string
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	args := append([]string{"netns", "exec", ns.Name, g.qemu}, g.qemuArgs(img)...)
-	stdout, logf, stop, err := startQEMU(t, args, logPath)
+	stdout, logf, pid, stop, err := startQEMU(t, args, logPath)
 	if err != nil {
 		return "", err
 	}
@@ -241,11 +265,16 @@ func boot(ctx context.Context, t *testing.T, g *guest, img image, logPath string
 		}
 	}()
 
-	if g.queues > 0 {
-		if err := setupTaps(ctx, ns); err != nil {
+	if g.started != nil {
+		if err := g.started(pid); err != nil {
 			stop()
-			return "", err
+			<-done
+			return "", fmt.Errorf("%s: %w", g.name, err)
 		}
+	}
+	if err := setupTaps(ctx, ns, g.taps()); err != nil {
+		stop()
+		return "", err
 	}
 	select {
 	case <-done:
@@ -263,9 +292,9 @@ func boot(ctx context.Context, t *testing.T, g *guest, img image, logPath string
 }
 
 // setupTaps waits for QEMU to create the taps in the namespace and gives
-// the host side its addresses (198.18.0.1 multi-queue, 198.18.1.1 single).
-func setupTaps(ctx context.Context, ns *netnstest.NS) error {
-	for _, tap := range []struct{ name, addr string }{{tapMQ, "198.18.0.1/24"}, {tapSQ, "198.18.1.1/24"}} {
+// the host side its addresses (guest.taps).
+func setupTaps(ctx context.Context, ns *netnstest.NS, taps []tapAddr) error {
+	for _, tap := range taps {
 		for {
 			if _, err := ns.Exec("ip", "link", "show", tap.name); err == nil {
 				break
@@ -316,17 +345,18 @@ func repoRoot() (string, error) {
 // console log at logPath. `ip netns exec` execs QEMU in this process: QEMU
 // is killed with it when the test process dies (Pdeathsig), and stop (also
 // registered with t.Cleanup, safe to call more than once) kills the group
-// in every other case. The caller reads stdout and closes logf.
-func startQEMU(t *testing.T, args []string, logPath string) (stdout io.Reader, logf *os.File, stop func(), err error) {
+// in every other case. The caller reads stdout and closes logf. pid is the
+// process's id: `ip` until it has exec'd QEMU, QEMU after.
+func startQEMU(t *testing.T, args []string, logPath string) (stdout io.Reader, logf *os.File, pid int, stop func(), err error) {
 	cmd := exec.Command("ip", args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("qemu: %w", err)
+		return nil, nil, 0, nil, fmt.Errorf("qemu: %w", err)
 	}
 	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {
-		return nil, nil, nil, fmt.Errorf("qemu: %w", err)
+		return nil, nil, 0, nil, fmt.Errorf("qemu: %w", err)
 	}
 	var once sync.Once
 	stop = func() {
@@ -339,7 +369,7 @@ func startQEMU(t *testing.T, args []string, logPath string) (stdout io.Reader, l
 	logf, err = os.Create(logPath)
 	if err != nil {
 		stop()
-		return nil, nil, nil, fmt.Errorf("console log: %w", err)
+		return nil, nil, 0, nil, fmt.Errorf("console log: %w", err)
 	}
-	return pipe, logf, stop, nil
+	return pipe, logf, cmd.Process.Pid, stop, nil
 }
