@@ -289,6 +289,7 @@ func planAuto(b *builder, s *platform.Snapshot, flows int, extra map[string]bool
 		r.flows, r.rss, r.spread = flows, true, true
 		r.run(collectStockDevices(s, extra))
 		bev, bhints := boardRules(b, s, flows) // rule_board.go
+		bev = joinEvidence(r.bigEvidence(), bev)
 		if len(r.rssDevices) > 0 {
 			return planContext{policy: PolicyRSSPerCPU, evidence: joinEvidence(evRSS+" Applied to: "+strings.Join(r.rssDevices, ", ")+".", bev), hints: bhints}
 		}
@@ -320,6 +321,7 @@ func planAuto(b *builder, s *platform.Snapshot, flows int, extra map[string]bool
 		weighCapacity(r, s) // rule_capacity.go
 		r.flows, r.rss, r.spread = flows, true, true
 		r.run(collectStockDevices(s, extra))
+		ctx.evidence = joinEvidence(ctx.evidence, r.bigEvidence())
 	case ChoiceFixed:
 		applyFixed(b, s, prof.RPS, flows)
 	}

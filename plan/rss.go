@@ -1,6 +1,11 @@
 package plan
 
-import "github.com/packet-steering/packet-steering/internal/cpuset"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/packet-steering/packet-steering/internal/cpuset"
+)
 
 // The rss-per-cpu rule: for a device with at least one rx queue per CPU.
 //
@@ -36,16 +41,44 @@ import "github.com/packet-steering/packet-steering/internal/cpuset"
 // The device's NAPI threads and IRQs are never all put on one CPU, which is
 // what the stock single-queue branch does to a multi-queue NIC without
 // threaded NAPI (every queue of eth0 RPS 1 on x86-8).
+//
+// On a big.LITTLE machine the same rule runs over the big cores alone for
+// a threaded device with at least one rx queue and one rx NAPI thread per
+// big core (rss-per-big-cpu, evRSSBig): its rx threads (and rx IRQs) go to
+// the big cores in turn, RPS off; XPS still maps every CPU. Each thread
+// adds napiWeight to its core, so a later device sees the big cores used.
 
-// assignRSS applies the rss-per-cpu rule to one stock device.
-func (r *stockRun) assignRSS(d *stockDev) {
-	n := len(r.cpus)
-	r.rssDevices = append(r.rssDevices, d.netdevs[0].Name)
+// evRSSBig is the evidence of the rss rule over the big cores.
+const evRSSBig = "rss-per-big-cpu: on big and little cores, a threaded device with at least one rx queue and rx NAPI thread per big core gets one rx thread per big core in turn and RPS off (Documentation/networking/scaling.rst: with one hardware queue per CPU RPS is redundant; this project's big.LITTLE bed, docs/platforms.md: 2 queues on 2 big and 2 little cores, RPS off with the threads on the big cores forwarded 1.16x and 1.24x of the stock rule's split over the big cores with RPS, RPS off with the threads on the little cores 0.86x). Applied to: %s."
+
+// bigEvidence is evRSSBig for the devices the rule spread over the big
+// cores, "" for none.
+func (r *stockRun) bigEvidence() string {
+	if len(r.rssBigDevices) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(evRSSBig, strings.Join(r.rssBigDevices, ", "))
+}
+
+// assignRSS applies the rss-per-cpu rule to one stock device, its rx
+// threads and rx IRQs on rx (every CPU, or the big cores: assignDev).
+func (r *stockRun) assignRSS(d *stockDev, rx []*stockCPU) {
+	n := len(rx)
+	bigOnly := n < len(r.cpus)
+	if bigOnly {
+		r.rssBigDevices = append(r.rssBigDevices, d.netdevs[0].Name)
+	} else {
+		r.rssDevices = append(r.rssDevices, d.netdevs[0].Name)
+	}
 	pair := r.b.pairing()
 	for _, nd := range d.netdevs {
 		dp := pair.Device(nd.Name)
 		for i, t := range dp.RxThreads {
-			r.b.napi(t, cpuset.Of(r.cpus[i%n].id))
+			c := rx[i%n]
+			r.b.napi(t, cpuset.Of(c.id))
+			if bigOnly {
+				r.cpuAddWeight(c.id, napiWeight)
+			}
 		}
 		for _, q := range nd.RxQueues {
 			r.b.rps(nd, q, cpuset.Set{})
@@ -60,7 +93,7 @@ func (r *stockRun) assignRSS(d *stockDev) {
 		for _, irq := range r.b.deviceIRQs(nd.Name) {
 			switch {
 			case irq.RxQueue() >= 0:
-				r.b.irq(irq, cpuset.Of(r.cpus[irq.RxQueue()%n].id))
+				r.b.irq(irq, cpuset.Of(rx[irq.RxQueue()%n].id))
 			case irq.TxQueue() >= 0 && irq.TxQueue() < t && t > 1:
 				r.b.irq(irq, xpsSet(irq.TxQueue(), t, r.cpus))
 			}

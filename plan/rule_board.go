@@ -299,5 +299,8 @@ func joinEvidence(ev, more string) string {
 	if more == "" {
 		return ev
 	}
+	if ev == "" {
+		return more
+	}
 	return ev + " " + more
 }

@@ -46,6 +46,12 @@ func weighCapacity(r *stockRun, s *platform.Snapshot) {
 		}
 	}
 	sort.SliceStable(r.cpus, func(i, j int) bool { return caps[r.cpus[i].id] > caps[r.cpus[j].id] })
+	r.big = nil
+	for _, c := range r.cpus {
+		if caps[c.id] >= littleBelow {
+			r.big = append(r.big, c)
+		}
+	}
 }
 
 // capacityText describes the capacities for evidence: "1024 on CPUs 4-7,

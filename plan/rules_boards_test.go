@@ -483,3 +483,73 @@ func TestCapacities(t *testing.T) {
 		}
 	}
 }
+
+// rss-per-big-cpu: on big and little cores a threaded device with an rx
+// queue and rx thread per big core gets one rx thread per big core and RPS
+// off; other devices and machines keep the rules they had.
+func TestRuleRSSBigCores(t *testing.T) {
+	bigLittle := func(little, big, rx int, threaded bool) *platform.Snapshot {
+		m := newMachine(little + big)
+		for i := range m.s.CPUs {
+			m.s.CPUs[i].Capacity = 1024
+			if i < little {
+				m.s.CPUs[i].Capacity = 485
+			}
+		}
+		m.eth("eth0", "platform/fe300000.ethernet", "stmmaceth", rx, rx)
+		if threaded {
+			for i := 1; i <= rx; i++ {
+				m.thread(100+i, fmt.Sprintf("napi/eth0-%d", 8192+i))
+			}
+		}
+		return m.snap()
+	}
+	equal := bigLittle(4, 0, 2, true)
+	for i := range equal.CPUs {
+		equal.CPUs[i].Capacity = 1024
+	}
+	for _, c := range []struct {
+		name    string
+		s       *platform.Snapshot
+		applied bool
+		threads []int // CPU of rx thread i, when applied
+	}{
+		{"2 little 2 big, 2 queues", bigLittle(2, 2, 2, true), true, []int{2, 3}},
+		{"4 little 2 big, 4 queues", bigLittle(4, 2, 4, true), true, []int{4, 5, 4, 5}},
+		{"4 little 4 big, 4 queues", bigLittle(4, 4, 4, true), true, []int{4, 5, 6, 7}},
+		{"2 little 2 big, 1 queue", bigLittle(2, 2, 1, true), false, nil},
+		{"4 little 4 big, 2 queues", bigLittle(4, 4, 2, true), false, nil},
+		{"2 little 2 big, not threaded", bigLittle(2, 2, 2, false), false, nil},
+		{"4 equal cores", equal, false, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := mustPlan(t, c.s, ModeAuto)
+			has := strings.Contains(p.Evidence, "rss-per-big-cpu")
+			if has != c.applied {
+				t.Fatalf("rss-per-big-cpu in the evidence: %v, want %v: %s", has, c.applied, p.Evidence)
+			}
+			if !c.applied {
+				return
+			}
+			if !strings.Contains(p.Evidence, "Applied to: eth0.") {
+				t.Errorf("evidence does not name eth0: %s", p.Evidence)
+			}
+			th := threadCPUs(t, p)
+			for i, want := range c.threads {
+				name := fmt.Sprintf("napi/eth0-%d", 8193+i)
+				if got := th[name]; !got.Equal(cpuset.Of(want)) {
+					t.Errorf("%s on %s, want CPU%d", name, got, want)
+				}
+			}
+			for i := range c.threads {
+				if v, ok := value(p, KindRPSCPUs, fmt.Sprintf("eth0/rx-%d", i)); !ok || !cpusOf(t, KindRPSCPUs, v).IsEmpty() {
+					t.Errorf("eth0/rx-%d RPS %q (planned %v), want off", i, v, ok)
+				}
+			}
+			// The stock rule is not changed by it.
+			if strings.Contains(mustPlan(t, c.s, ModeLegacy).Evidence, "rss-per-big-cpu") {
+				t.Errorf("legacy names rss-per-big-cpu")
+			}
+		})
+	}
+}

@@ -169,6 +169,12 @@ type stockRun struct {
 	spread bool
 	// rssDevices records the devices the rss rule handled.
 	rssDevices []string
+	// big are the biggest cores of a big.LITTLE machine, big first
+	// (weighCapacity); nil on a machine whose cores are equal.
+	big []*stockCPU
+	// rssBigDevices records the devices the rss rule spread over the big
+	// cores only (rss.go, assignDev).
+	rssBigDevices []string
 }
 
 // stockCPUs builds the script's CPU list from the snapshot: every listed
@@ -446,7 +452,11 @@ func (r *stockRun) run(devs []*stockDev) {
 func (r *stockRun) assignDev(d *stockDev) {
 	n := len(r.cpus)
 	if r.rss && len(d.rxQueues) >= n {
-		r.assignRSS(d)
+		r.assignRSS(d, r.cpus)
+		return
+	}
+	if nb := len(r.big); r.rss && nb > 1 && len(d.rxQueues) >= nb && len(d.rxTasks) >= nb {
+		r.assignRSS(d, r.big)
 		return
 	}
 	if len(d.rxQueues) > 1 && (len(d.rxTasks) > 1 || r.spread) {
