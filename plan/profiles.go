@@ -290,8 +290,12 @@ func planAuto(b *builder, s *platform.Snapshot, flows int, extra map[string]bool
 		r.run(collectStockDevices(s, extra))
 		bev, bhints := boardRules(b, s, flows) // rule_board.go
 		bev = joinEvidence(r.bigEvidence(), bev)
-		if len(r.rssDevices) > 0 {
-			return planContext{policy: PolicyRSSPerCPU, evidence: joinEvidence(evRSS+" Applied to: "+strings.Join(r.rssDevices, ", ")+".", bev), hints: bhints}
+		if len(r.rssDevices) > 0 || len(r.rssBigDevices) > 0 {
+			ev := ""
+			if len(r.rssDevices) > 0 {
+				ev = evRSS + " Applied to: " + strings.Join(r.rssDevices, ", ") + "."
+			}
+			return planContext{policy: PolicyRSSPerCPU, evidence: joinEvidence(ev, bev), hints: bhints}
 		}
 		return planContext{
 			policy:   PolicyLegacy,

@@ -553,3 +553,21 @@ func TestRuleRSSBigCores(t *testing.T) {
 		})
 	}
 }
+
+// Without a profile, a machine whose only spread device is spread over
+// the big cores has the rss-per-cpu policy, not the stock rule's
+// no-evidence hint.
+func TestRuleRSSBigCoresPolicy(t *testing.T) {
+	m := newMachine(4)
+	for i := range m.s.CPUs {
+		m.s.CPUs[i].Capacity = map[bool]int{true: 485, false: 1024}[i < 2]
+	}
+	m.eth("eth0", "platform/fe300000.ethernet", "stmmaceth", 2, 2).thread(101, "napi/eth0-8193").thread(102, "napi/eth0-8194")
+	p := mustPlan(t, m.snap(), ModeAuto)
+	if p.Policy != PolicyRSSPerCPU || hasHint(p, HintNoEvidence) {
+		t.Errorf("policy %s, hints %v: want %s without %s", p.Policy, hintIDs(p), PolicyRSSPerCPU, HintNoEvidence)
+	}
+	if strings.HasPrefix(p.Evidence, " ") || strings.Contains(p.Evidence, "one rx queue per CPU keeps") {
+		t.Errorf("evidence %q: want rss-per-big-cpu's alone, without the rss-per-cpu text", p.Evidence)
+	}
+}
