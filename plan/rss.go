@@ -49,7 +49,7 @@ import (
 // adds napiWeight to its core, so a later device sees the big cores used.
 
 // evRSSBig is the evidence of the rss rule over the big cores.
-const evRSSBig = "rss-per-big-cpu: on big and little cores, a threaded device with at least one rx queue and rx NAPI thread per big core gets one rx thread per big core in turn and RPS off (Documentation/networking/scaling.rst: with one hardware queue per CPU RPS is redundant; this project's big.LITTLE bed, docs/platforms.md: a 2-queue threaded NIC on 2 big and 2 throttled little cores, where the stock split over the big cores with RPS forwarded 0.81-0.86 of RPS off with the threads on the big cores, and auto with this rule 1.39 of the stock rule, the best of its sweep). Applied to: %s."
+const evRSSBig = "rss-per-big-cpu: on big and little cores, a threaded device with at least one rx queue and rx NAPI thread per big core gets one rx thread per big core in turn and RPS off (Documentation/networking/scaling.rst: with one hardware queue per CPU RPS is redundant; this project's big.LITTLE bed, docs/platforms.md: a 2-queue threaded NIC on 2 big and 2 throttled little cores, where the stock split over the big cores with RPS forwarded 0.81-0.86 of RPS off with the threads on the big cores, and auto with this rule 1.39 and 1.16 of the stock rule in two sweeps, 1.00 and 0.76 of the best). Applied to: %s."
 
 // bigEvidence is evRSSBig for the devices the rule spread over the big
 // cores, "" for none.
