@@ -70,7 +70,17 @@ brief() { st | jsonfilter -e '@.mode' -e '@.in_sync' -e '@.last_apply' -e '@.con
 stf() { st | jsonfilter -e "$1"; }
 insync() { [ "$(stf '@.in_sync')" = true ]; }
 mode_is() { [ "$(stf '@.mode')" = "$1" ]; }
-daemon_pid() { pidof packet-steering; }
+# daemon_pid prints the daemon's pid (argv[1] "daemon"), failing when none
+# runs: rpcd's plugin runs and the one-shot commands (hotplug, init) are
+# the same binary, so pidof alone also finds them while they last.
+daemon_pid() {
+	local p out=""
+	for p in $(pidof packet-steering); do
+		[ "$(tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | sed -n 2p)" = daemon ] && out="$out${out:+ }$p"
+	done
+	[ -n "$out" ] && echo "$out"
+}
+no_daemon() { ! daemon_pid >/dev/null; }
 md5() { md5sum "$@" | cut -d' ' -f1 | tr '\n' ' '; }
 # knobs: the steering knobs of eth0, one line each.
 knobs() {
@@ -454,8 +464,7 @@ c_mode_rpcd() {
 	uci commit packet_steering
 	reload_config
 	waitfor 40 served_by rpcd || { echo "served by $(stf '@.service.served_by')"; return 1; }
-	sleep 2
-	if daemon_pid; then echo "a daemon still runs"; return 1; fi
+	waitfor 10 no_daemon || { echo "a daemon still runs: $(daemon_pid)"; return 1; }
 	ubus call packet_steering set_mode '{"mode":"all"}' >/dev/null || { echo "set_mode through rpcd failed"; return 1; }
 	mode_is all || { echo "mode: $(st)"; return 1; }
 	[ "$(uci -q get packet_steering.globals.mode)" = all ] || { echo "not persisted through rpcd"; return 1; }
